@@ -1,0 +1,1 @@
+"""Beam adapters (PTransforms, DoFns, IO) and the ``bertprep`` command line."""

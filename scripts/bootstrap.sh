@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Creates ./.venv (if missing or stale) and installs the pinned dependencies and bertprep itself.
+# Idempotent: a second call with an unchanged requirements.lock/setup.py does nothing.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+venv="$root/.venv"
+python="${PYTHON:-python3}"
+stamp="$venv/.bertprep-installed"
+want="$(cat "$root/requirements.lock" "$root/setup.py" | sha256sum | cut -d' ' -f1)"
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+  exit 0
+fi
+echo "bootstrap: creating $venv and installing pinned dependencies (about a minute)..." >&2
+"$python" -m venv "$venv"
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade "pip>=24" 2>&1 | { grep -v "^WARNING: Location" >&2 || true; }
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$root/requirements.lock" 2>&1 | { grep -v "^WARNING: Location" >&2 || true; }
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps -e "$root" 2>&1 | { grep -v "^WARNING: Location" >&2 || true; }
+"$venv/bin/python" -c "import apache_beam, tokenizers, pipeline.cli" >/dev/null
+echo "$want" > "$stamp"

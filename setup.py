@@ -1,0 +1,37 @@
+"""bertprep: BERT pretraining data preparation on Apache Beam.
+
+Usable as Beam's ``--setup_file`` (Dataflow installs it on every worker) and by ``pip install``.
+Runtime pins are exact so that workers and the launcher agree; ``requirements.lock`` pins the
+whole environment (including test and training tools) for local use and CI.
+"""
+
+from setuptools import find_packages, setup
+
+RUNTIME = [
+    "apache-beam==2.77.0",
+    "tokenizers==0.23.3",
+    "nltk==3.10.4",
+    "smart-open==9.0.2",
+    "pyarrow==25.0.1",
+    "protobuf>=6.33.5,<7",
+    "numpy==2.4.6",
+    "google-crc32c==1.9.0",
+    "PyYAML==6.0.4",
+]
+
+EXTRAS = {
+    "gcp": ["apache-beam[gcp]==2.77.0"],
+    "train": ["tensorflow==2.21.0", "keras==3.15.1"],
+    "test": ["pytest==9.2.0", "ruff==0.17.6", "transformers==5.24.0", "tensorflow==2.21.0"],
+}
+
+setup(
+    name="bertprep",
+    version="0.1.0",
+    description="BERT pretraining data preparation: clean, vocab, instances, shards, trainer.",
+    python_requires=">=3.10,<3.13",
+    packages=find_packages(include=["pipeline*", "transforms*", "tokenizer*", "trainer*"]),
+    install_requires=RUNTIME,
+    extras_require=EXTRAS,
+    entry_points={"console_scripts": ["bertprep=pipeline.cli:main"]},
+)

@@ -1,0 +1,1 @@
+"""BERT WordPiece tokenization built on HF ``tokenizers``; vocabulary loading and checks."""

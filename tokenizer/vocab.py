@@ -1,0 +1,107 @@
+"""A BERT WordPiece vocabulary (``vocab.txt``: one token per line, id = line number) and its checks."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+REQUIRED_SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+_BRACKETED = re.compile(r"^\[[^\[\]]+\]$")
+
+
+class VocabError(ValueError):
+    """The vocabulary file is unusable (missing special tokens, duplicates, empty)."""
+
+
+@dataclass(frozen=True)
+class Vocab:
+    """Tokens in id order, plus the derived tables instance creation needs.
+
+    ``sha256`` is the digest of the file bytes, so manifests can pin the exact vocabulary.
+    """
+
+    tokens: tuple[str, ...]
+    sha256: str
+    token_to_id: dict[str, int] = field(repr=False)
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> Vocab:
+        """Parses vocab.txt bytes (UTF-8); raises VocabError with the reason when unusable."""
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise VocabError(f"vocab is not valid UTF-8: {e}") from e
+        tokens = tuple(line.strip() for line in text.splitlines())
+        # google-research/bert's load_vocab strips each line and keeps every line (even blank).
+        while tokens and tokens[-1] == "":
+            tokens = tokens[:-1]
+        if not tokens:
+            raise VocabError("vocab is empty")
+        token_to_id: dict[str, int] = {}
+        for i, tok in enumerate(tokens):
+            token_to_id.setdefault(tok, i)
+        missing = [t for t in REQUIRED_SPECIAL_TOKENS if t not in token_to_id]
+        if missing:
+            raise VocabError(
+                f"vocab lacks required special token(s) {', '.join(missing)}; a BERT vocab needs "
+                f"{', '.join(REQUIRED_SPECIAL_TOKENS)}"
+            )
+        if token_to_id["[PAD]"] != 0:
+            raise VocabError(
+                f"[PAD] must have id 0 (padding is written as 0), found id {token_to_id['[PAD]']}"
+            )
+        return cls(tokens=tokens, sha256=hashlib.sha256(data).hexdigest(), token_to_id=token_to_id)
+
+    @classmethod
+    def from_file(cls, path: str) -> Vocab:
+        """Reads vocab.txt from a local path or any URL smart_open understands (gs://, ...)."""
+        from smart_open import open as smart_open
+
+        with smart_open(path, "rb") as f:
+            return cls.from_bytes(f.read())
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def id_of(self, token: str) -> int:
+        return self.token_to_id[token]
+
+    @property
+    def pad_id(self) -> int:
+        return self.token_to_id["[PAD]"]
+
+    @property
+    def cls_id(self) -> int:
+        return self.token_to_id["[CLS]"]
+
+    @property
+    def sep_id(self) -> int:
+        return self.token_to_id["[SEP]"]
+
+    @property
+    def mask_id(self) -> int:
+        return self.token_to_id["[MASK]"]
+
+    @property
+    def unk_id(self) -> int:
+        return self.token_to_id["[UNK]"]
+
+    def continuation_mask(self) -> np.ndarray:
+        """bool[len(vocab)]: True where the token is a WordPiece continuation (``##x``)."""
+        return np.array([t.startswith("##") for t in self.tokens], dtype=bool)
+
+    def replacement_ids(self, include_special: bool = False) -> np.ndarray:
+        """int32 ids eligible as the random token of the 10% "random" mask branch.
+
+        By default excludes every bracketed token (``[PAD]``, ``[CLS]``, ``[unused7]`` ...) and blank
+        lines; ``include_special=True`` returns all ids (google-research/bert's behaviour).
+        """
+        if include_special:
+            return np.arange(len(self.tokens), dtype=np.int32)
+        keep = [i for i, t in enumerate(self.tokens) if t and not _BRACKETED.match(t)]
+        if not keep:
+            raise VocabError("vocab has no ordinary tokens to use as random replacements")
+        return np.array(keep, dtype=np.int32)

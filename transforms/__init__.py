@@ -1,0 +1,1 @@
+"""Pure logic: documents, instances, masking, the feature contract. No Beam, no TensorFlow."""
