@@ -1,0 +1,150 @@
+"""From a bucket of tokenized documents to encoded pretraining records, one dupe pass at a time.
+
+Randomness is keyed, never global: pass ``d`` over bucket ``b`` draws pairs from
+``(seed, "pairs", b, d)``, masks from ``(seed, "masks", b, d)`` and the records' shuffle keys from
+``(seed, "order", b, d)``. The output therefore depends only on the bucket's documents (in key
+order), the settings and the seed — not on which worker runs it or when.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from transforms.example_encoding import encode_examples
+from transforms.instances import (
+    Document,
+    PairConfig,
+    SentencePair,
+    create_pairs_from_document,
+    pack_pairs,
+)
+from transforms.masking import KEPT, MASKED, RANDOM, MaskingConfig, mask_rows
+from transforms.seeding import numpy_rng, python_rng
+
+
+@dataclass(frozen=True)
+class InstanceSettings:
+    """Everything that decides the records of a bucket, besides its documents."""
+
+    pairs: PairConfig
+    masking: MaskingConfig
+    dupe_factor: int = 10
+    seed: int = 12345
+    batch_size: int = 2048
+
+    def __post_init__(self) -> None:
+        if self.dupe_factor < 1:
+            raise ValueError(f"dupe_factor must be at least 1, got {self.dupe_factor}")
+        if self.masking.max_predictions_per_seq > self.pairs.max_seq_length:
+            raise ValueError("max_predictions_per_seq cannot exceed max_seq_length")
+
+
+@dataclass(frozen=True)
+class TokenTables:
+    """The vocabulary facts masking needs: special ids, random-replacement ids, ``##`` table."""
+
+    cls_id: int
+    sep_id: int
+    mask_id: int
+    replacement_ids: np.ndarray
+    is_continuation: np.ndarray
+
+
+@dataclass(frozen=True)
+class RecordBatch:
+    """Encoded ``tf.train.Example`` records of one bucket, with a 63-bit shuffle key each."""
+
+    bucket: int
+    records: list[bytes]
+    order_keys: list[int]
+
+
+def encode_pairs(
+    pairs: Sequence[SentencePair],
+    settings: InstanceSettings,
+    tables: TokenTables,
+    rng: np.random.Generator,
+    stats: Counter[str],
+) -> list[bytes]:
+    """Packs, masks and serializes ``pairs`` into records following the feature contract."""
+    seq_len = settings.pairs.max_seq_length
+    packed = pack_pairs(pairs, tables.cls_id, tables.sep_id, seq_len)
+    masked = mask_rows(
+        packed.input_ids,
+        packed.lengths,
+        settings.masking,
+        cls_id=tables.cls_id,
+        sep_id=tables.sep_id,
+        mask_id=tables.mask_id,
+        replacement_ids=tables.replacement_ids,
+        is_continuation=tables.is_continuation,
+        rng=rng,
+    )
+    input_mask = (np.arange(seq_len)[None, :] < packed.lengths[:, None]).astype(np.int8)
+    stats["instances"] += len(packed)
+    stats["instance_tokens"] += int(packed.lengths.sum())
+    stats["masked_lm_predictions"] += int(masked.counts.sum())
+    stats["masked_lm_masked"] += int((masked.decisions == MASKED).sum())
+    stats["masked_lm_kept"] += int((masked.decisions == KEPT).sum())
+    stats["masked_lm_random"] += int((masked.decisions == RANDOM).sum())
+    stats["padding_tokens"] += int(len(packed) * seq_len - packed.lengths.sum())
+    return encode_examples(
+        {
+            "input_ids": masked.input_ids,
+            "input_mask": input_mask,
+            "segment_ids": packed.segment_ids,
+            "masked_lm_positions": masked.positions,
+            "masked_lm_ids": masked.label_ids,
+            "next_sentence_labels": packed.next_sentence_labels[:, None],
+        },
+        {"masked_lm_weights": masked.weights},
+    )
+
+
+def bucket_record_batches(
+    documents: Sequence[Document],
+    bucket: int,
+    settings: InstanceSettings,
+    tables: TokenTables,
+    stats: Counter[str],
+) -> Iterator[RecordBatch]:
+    """Yields every dupe pass's records for one bucket, in batches of ``settings.batch_size``.
+
+    ``documents`` must be in a deterministic order (the pipeline sorts them by key); each
+    holds at least one non-empty sentence.
+    """
+    for dupe in range(settings.dupe_factor):
+        pair_rng = python_rng(settings.seed, "pairs", bucket, dupe)
+        mask_rng = numpy_rng(settings.seed, "masks", bucket, dupe)
+        order_rng = numpy_rng(settings.seed, "order", bucket, dupe)
+        pending: list[SentencePair] = []
+        for index in range(len(documents)):
+            for pair in create_pairs_from_document(
+                documents, index, settings.pairs, pair_rng, stats
+            ):
+                pending.append(pair)
+                if len(pending) >= settings.batch_size:
+                    yield _encode_batch(
+                        bucket, pending, settings, tables, mask_rng, order_rng, stats
+                    )
+                    pending = []
+        if pending:
+            yield _encode_batch(bucket, pending, settings, tables, mask_rng, order_rng, stats)
+
+
+def _encode_batch(
+    bucket: int,
+    pairs: list[SentencePair],
+    settings: InstanceSettings,
+    tables: TokenTables,
+    mask_rng: np.random.Generator,
+    order_rng: np.random.Generator,
+    stats: Counter[str],
+) -> RecordBatch:
+    records = encode_pairs(pairs, settings, tables, mask_rng, stats)
+    keys = order_rng.integers(0, 2**63 - 1, size=len(records), dtype=np.int64).tolist()
+    return RecordBatch(bucket, records, keys)
