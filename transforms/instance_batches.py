@@ -105,35 +105,31 @@ def encode_pairs(
     )
 
 
-def bucket_record_batches(
+def record_batches(
     documents: Sequence[Document],
     bucket: int,
+    dupe: int,
     settings: InstanceSettings,
     tables: TokenTables,
     stats: Counter[str],
 ) -> Iterator[RecordBatch]:
-    """Yields every dupe pass's records for one bucket, in batches of ``settings.batch_size``.
+    """Yields dupe pass ``dupe``'s records for one bucket, in batches of ``settings.batch_size``.
 
     ``documents`` must be in a deterministic order (the pipeline sorts them by key); each
-    holds at least one non-empty sentence.
+    holds at least one non-empty sentence. Passes are independent, so they run in parallel.
     """
-    for dupe in range(settings.dupe_factor):
-        pair_rng = python_rng(settings.seed, "pairs", bucket, dupe)
-        mask_rng = numpy_rng(settings.seed, "masks", bucket, dupe)
-        order_rng = numpy_rng(settings.seed, "order", bucket, dupe)
-        pending: list[SentencePair] = []
-        for index in range(len(documents)):
-            for pair in create_pairs_from_document(
-                documents, index, settings.pairs, pair_rng, stats
-            ):
-                pending.append(pair)
-                if len(pending) >= settings.batch_size:
-                    yield _encode_batch(
-                        bucket, pending, settings, tables, mask_rng, order_rng, stats
-                    )
-                    pending = []
-        if pending:
-            yield _encode_batch(bucket, pending, settings, tables, mask_rng, order_rng, stats)
+    pair_rng = python_rng(settings.seed, "pairs", bucket, dupe)
+    mask_rng = numpy_rng(settings.seed, "masks", bucket, dupe)
+    order_rng = numpy_rng(settings.seed, "order", bucket, dupe)
+    pending: list[SentencePair] = []
+    for index in range(len(documents)):
+        for pair in create_pairs_from_document(documents, index, settings.pairs, pair_rng, stats):
+            pending.append(pair)
+            if len(pending) >= settings.batch_size:
+                yield _encode_batch(bucket, pending, settings, tables, mask_rng, order_rng, stats)
+                pending = []
+    if pending:
+        yield _encode_batch(bucket, pending, settings, tables, mask_rng, order_rng, stats)
 
 
 def _encode_batch(

@@ -59,31 +59,44 @@ class SentencePair:
     is_random_next: bool
 
 
+def truncation_counts(len_a: int, len_b: int, max_num_tokens: int) -> tuple[int, int]:
+    """Tokens the reference removes from A and from B to fit ``max_num_tokens``.
+
+    The reference removes one token at a time from the longer segment (from B on a tie), so
+    it first evens the lengths, then alternates B, A, B, ...; this is that result in O(1).
+    """
+    excess = len_a + len_b - max_num_tokens
+    if excess <= 0:
+        return 0, 0
+    if len_a > len_b:
+        even = min(excess, len_a - len_b)
+        cut_a, cut_b = even, 0
+    else:
+        even = min(excess, len_b - len_a)
+        cut_a, cut_b = 0, even
+    rest = excess - even
+    return cut_a + rest // 2, cut_b + (rest + 1) // 2
+
+
 def truncate_pair(
     tokens_a: list[int], tokens_b: list[int], max_num_tokens: int, rng: random.Random
 ) -> tuple[list[int], list[int], int]:
-    """Removes tokens one at a time from the longer segment, from a random end, until they fit.
+    """Truncates the pair as the reference does: each removed token comes off the longer segment,
+    from the front or the back with probability 1/2 each.
 
-    Returns the truncated copies and the number of tokens removed. Consumes exactly one
-    ``rng.random()`` per removed token, as the reference does, but in O(n) rather than O(n²).
+    The removals per segment follow ``truncation_counts``; how many of a segment's ``r`` removals
+    come off the front is the number of heads in ``r`` fair coin flips (one random bit each), the
+    same distribution as the reference's token-by-token loop, in O(1) Python steps. Returns the
+    truncated copies and the number of tokens removed.
     """
-    a_lo, a_hi = 0, len(tokens_a)
-    b_lo, b_hi = 0, len(tokens_b)
-    removed = 0
-    while (a_hi - a_lo) + (b_hi - b_lo) > max_num_tokens:
-        front = rng.random() < 0.5
-        if (a_hi - a_lo) > (b_hi - b_lo):
-            if front:
-                a_lo += 1
-            else:
-                a_hi -= 1
-        else:
-            if front:
-                b_lo += 1
-            else:
-                b_hi -= 1
-        removed += 1
-    return tokens_a[a_lo:a_hi], tokens_b[b_lo:b_hi], removed
+    cut_a, cut_b = truncation_counts(len(tokens_a), len(tokens_b), max_num_tokens)
+    if not cut_a and not cut_b:
+        return tokens_a, tokens_b, 0
+    front_a = rng.getrandbits(cut_a).bit_count() if cut_a else 0
+    front_b = rng.getrandbits(cut_b).bit_count() if cut_b else 0
+    a = tokens_a[front_a : len(tokens_a) - (cut_a - front_a)]
+    b = tokens_b[front_b : len(tokens_b) - (cut_b - front_b)]
+    return a, b, cut_a + cut_b
 
 
 def _random_document_index(
@@ -115,8 +128,9 @@ def create_pairs_from_document(
 
     ``documents`` are the other documents random B spans may come from (a bucket). Every
     document must hold at least one sentence with at least one token. ``stats`` is updated with
-    ``pairs``, ``random_next``, ``truncated_pairs``, ``truncated_tokens``, ``short_target_documents``
-    and ``skipped_no_other_document``.
+    ``pairs``, ``random_next``, ``single_sentence_chunks`` (chunks whose B must be random),
+    ``truncated_pairs``, ``truncated_tokens``, ``short_target_documents`` and
+    ``skipped_no_other_document``.
     """
     document = documents[document_index]
     max_num_tokens = cfg.max_num_tokens
@@ -142,7 +156,11 @@ def create_pairs_from_document(
                     tokens_a.extend(current_chunk[j])
 
                 tokens_b: list[int] = []
-                is_random_next = len(current_chunk) == 1 or rng.random() < cfg.random_next_prob
+                if len(current_chunk) == 1:
+                    stats["single_sentence_chunks"] += 1
+                    is_random_next = True
+                else:
+                    is_random_next = rng.random() < cfg.random_next_prob
                 skip = False
                 if is_random_next:
                     target_b_length = target_seq_length - len(tokens_a)

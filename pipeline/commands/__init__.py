@@ -1,0 +1,1 @@
+"""One module per ``bertprep`` subcommand: each defines ``register(subparsers)``."""

@@ -1,0 +1,61 @@
+"""Expanding input patterns (local paths, globs, gs://) into a fingerprinted, ordered file list."""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from dataclasses import asdict, dataclass
+
+from apache_beam.io.filesystems import FileSystems
+
+
+class NoInputFilesError(ValueError):
+    """An input pattern matched nothing."""
+
+
+@dataclass(frozen=True)
+class InputFile:
+    """A matched input file. ``name`` is its path relative to the common directory of all inputs,
+    so document keys (and therefore the output) do not depend on where the corpus lives."""
+
+    path: str
+    name: str
+    size_bytes: int
+    last_updated: float
+
+    def fingerprint(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def _common_dir(paths: list[str]) -> str:
+    dirs = [posixpath.dirname(p.replace(os.sep, "/")) for p in paths]
+    common = posixpath.commonpath(dirs) if all(d.startswith("/") for d in dirs) else ""
+    if not common:
+        prefix = os.path.commonprefix(dirs)
+        common = prefix[: prefix.rfind("/") + 1].rstrip("/") if "/" in prefix else ""
+    return common
+
+
+def expand_inputs(patterns: list[str]) -> list[InputFile]:
+    """Every file matched by ``patterns``, sorted by path, duplicates removed.
+
+    Raises NoInputFilesError naming the pattern that matched nothing.
+    """
+    found: dict[str, tuple[int, float]] = {}
+    for pattern in patterns:
+        results = FileSystems.match([pattern])[0].metadata_list
+        files = [m for m in results if not m.path.endswith("/")]
+        if not files:
+            raise NoInputFilesError(f"input pattern matched no files: {pattern}")
+        for m in files:
+            found[m.path] = (m.size_in_bytes, float(m.last_updated_in_seconds or 0.0))
+    paths = sorted(found)
+    common = _common_dir(paths)
+    out = []
+    for p in paths:
+        rel = p.replace(os.sep, "/")
+        if common and rel.startswith(common + "/"):
+            rel = rel[len(common) + 1 :]
+        size, updated = found[p]
+        out.append(InputFile(path=p, name=rel, size_bytes=size, last_updated=updated))
+    return out

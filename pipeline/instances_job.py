@@ -1,0 +1,389 @@
+"""The instances job: BERT text files + vocab → sharded TFRecords of pretraining instances.
+
+``run_instances_job`` checks the configuration before any work, builds and runs the Beam pipeline,
+then reconciles what the workers counted with what the shard files hold and writes
+``manifest.json`` (atomically, last: an output directory with a manifest is complete).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from pipeline.bert_text_source import ReadBertTextDocuments
+from pipeline.input_files import InputFile, expand_inputs
+from pipeline.instance_creation import CreateInstances
+from pipeline.shard_writer import SUFFIXES, WriteShards
+from pipeline.stats import NAMESPACE, REJECTS_TAG, STATS_TAG, MergeCounts
+from pipeline.tokenize_documents import TokenizeDocuments
+from tokenizer.vocab import Vocab
+from tokenizer.wordpiece import BertWordPieceTokenizer
+from transforms.bert_text import DEFAULT_MAX_DOCUMENT_SENTENCES, DEFAULT_MAX_SENTENCE_CHARS
+from transforms.features import FEATURES
+from transforms.instance_batches import InstanceSettings, TokenTables
+from transforms.instances import PairConfig
+from transforms.masking import MaskingConfig
+
+LOG = logging.getLogger("bertprep.instances")
+MANIFEST = "manifest.json"
+REJECTS = "rejects.jsonl"
+_RESULT = ".pipeline-result.json"
+MANIFEST_FORMAT = "bertprep.instances/1"
+
+
+class JobConfigError(ValueError):
+    """The job's configuration cannot produce correct output; the message says why."""
+
+
+class NoInstancesError(RuntimeError):
+    """The job ran but produced zero instances; the message says why."""
+
+
+class ReconciliationError(RuntimeError):
+    """What the workers counted disagrees with what the output files hold."""
+
+
+@dataclass(frozen=True)
+class InstancesJobConfig:
+    """Every setting of the instances job (the manifest records all of them)."""
+
+    inputs: list[str]
+    vocab: str
+    output: str
+    max_seq_length: int = 128
+    max_predictions_per_seq: int = 20
+    masked_lm_prob: float = 0.15
+    dupe_factor: int = 10
+    short_seq_prob: float = 0.1
+    seed: int = 12345
+    num_shards: int = 256
+    do_lower_case: bool = True
+    whole_word_mask: bool = False
+    compression: str = "none"
+    bucket_size: int = 2000
+    shard_prefix: str = "instances"
+    max_sentence_chars: int = DEFAULT_MAX_SENTENCE_CHARS
+    max_document_sentences: int = DEFAULT_MAX_DOCUMENT_SENTENCES
+    allow_prediction_cap: bool = False
+    reference_random_next: bool = False
+    reference_random_tokens: bool = False
+    reference_whole_word_decisions: bool = False
+    extra: dict = field(default_factory=dict)
+
+    def settings(self) -> InstanceSettings:
+        return InstanceSettings(
+            pairs=PairConfig(
+                max_seq_length=self.max_seq_length,
+                short_seq_prob=self.short_seq_prob,
+                allow_same_document_random_next=self.reference_random_next,
+            ),
+            masking=MaskingConfig(
+                masked_lm_prob=self.masked_lm_prob,
+                max_predictions_per_seq=self.max_predictions_per_seq,
+                whole_word_mask=self.whole_word_mask,
+                per_piece_decisions=self.reference_whole_word_decisions,
+            ),
+            dupe_factor=self.dupe_factor,
+            seed=self.seed,
+        )
+
+
+def check_config(config: InstancesJobConfig) -> tuple[Vocab, InstanceSettings]:
+    """Loads the vocab and validates every setting; raises JobConfigError naming the problem."""
+    from tokenizer.vocab import VocabError
+
+    if not config.inputs:
+        raise JobConfigError("no --input given")
+    if config.num_shards < 1:
+        raise JobConfigError(f"--num-shards must be at least 1, got {config.num_shards}")
+    if config.bucket_size < 2:
+        raise JobConfigError(f"--bucket-size must be at least 2, got {config.bucket_size}")
+    if config.compression not in SUFFIXES:
+        raise JobConfigError(f"--compression must be one of {sorted(SUFFIXES)}")
+    try:
+        settings = config.settings()
+    except ValueError as e:
+        raise JobConfigError(str(e)) from e
+    full = settings.masking.num_to_predict(config.max_seq_length)
+    if config.max_predictions_per_seq < full and not config.allow_prediction_cap:
+        raise JobConfigError(
+            f"--max-predictions-per-seq {config.max_predictions_per_seq} is too small for "
+            f"--masked-lm-prob {config.masked_lm_prob} at --max-seq-length {config.max_seq_length}: "
+            f"a full sequence needs {full} predictions, so long instances would be masked at a "
+            f"lower rate than asked. Raise it to {full}, or pass --allow-prediction-cap to accept "
+            "the cap (as MLPerf's 512/76 recipe does)."
+        )
+    try:
+        vocab = Vocab.from_file(config.vocab)
+    except (VocabError, OSError) as e:
+        raise JobConfigError(f"--vocab {config.vocab}: {e}") from e
+    return vocab, settings
+
+
+def token_tables(vocab: Vocab, config: InstancesJobConfig) -> TokenTables:
+    return TokenTables(
+        cls_id=vocab.cls_id,
+        sep_id=vocab.sep_id,
+        mask_id=vocab.mask_id,
+        replacement_ids=vocab.replacement_ids(include_special=config.reference_random_tokens),
+        is_continuation=vocab.continuation_mask(),
+    )
+
+
+def _write_json(path: str, payload: object) -> None:
+    data = json.dumps(payload, indent=2, sort_keys=True).encode("utf-8")
+    with FileSystems.create(path) as f:
+        f.write(data)
+
+
+def _write_json_atomically(path: str, payload: object) -> None:
+    temp = path + ".tmp"
+    _write_json(temp, payload)
+    if FileSystems.exists(path):
+        FileSystems.delete([path])
+    FileSystems.rename([temp], [path])
+
+
+def _read_json(path: str) -> dict:
+    with FileSystems.open(path) as f:
+        return json.loads(f.read().decode("utf-8"))
+
+
+def _remove_previous_output(config: InstancesJobConfig) -> None:
+    """Deletes this job's own artifacts from an earlier run (shards of any count, manifest)."""
+    stale: list[str] = []
+    pattern = FileSystems.join(config.output, f"{config.shard_prefix}-*-of-*.tfrecord*")
+    for m in FileSystems.match([pattern])[0].metadata_list:
+        stale.append(m.path)
+    for name in (MANIFEST, REJECTS, _RESULT):
+        path = FileSystems.join(config.output, name)
+        if FileSystems.exists(path):
+            stale.append(path)
+    if stale:
+        LOG.info("removing %d files of a previous run from %s", len(stale), config.output)
+        FileSystems.delete(stale)
+
+
+def build_pipeline(
+    p: beam.Pipeline,
+    config: InstancesJobConfig,
+    files: list[InputFile],
+    vocab: Vocab,
+    settings: InstanceSettings,
+) -> None:
+    """Adds the whole job to ``p``; it writes the shards, rejects.jsonl and a result file."""
+    read = (
+        p
+        | "ListFiles" >> beam.Create(files)
+        | "ReadFiles"
+        >> ReadBertTextDocuments(config.max_sentence_chars, config.max_document_sentences)
+    )
+    tokenized = (
+        read.documents
+        | "SpreadDocuments" >> beam.Reshuffle()
+        | "Tokenize" >> TokenizeDocuments(vocab, config.do_lower_case)
+    )
+    created = tokenized.documents | "Instances" >> CreateInstances(
+        settings, token_tables(vocab, config), config.bucket_size
+    )
+    shards = created["batches"] | "Shards" >> WriteShards(
+        config.output, config.shard_prefix, config.num_shards, config.compression
+    )
+    stats = (
+        (read[STATS_TAG], tokenized[STATS_TAG], created["stats"])
+        | "AllStats" >> beam.Flatten()
+        | "MergeStats" >> beam.CombineGlobally(MergeCounts())
+    )
+    (
+        (read[REJECTS_TAG], tokenized[REJECTS_TAG])
+        | "AllRejects" >> beam.Flatten()
+        | "RejectsToJson" >> beam.Map(lambda r: json.dumps(r, sort_keys=True, ensure_ascii=False))
+        | "WriteRejects"
+        >> beam.io.WriteToText(
+            FileSystems.join(config.output, "rejects"),
+            file_name_suffix=".jsonl",
+            shard_name_template="",
+        )
+    )
+    result_path = FileSystems.join(config.output, _RESULT)
+    (
+        shards
+        | "CollectShards" >> beam.combiners.ToList()
+        | "WriteResult"
+        >> beam.Map(
+            lambda shard_list, totals: _write_json(
+                result_path,
+                {"shards": sorted(shard_list, key=lambda s: s["index"]), "stats": totals},
+            ),
+            totals=beam.pvalue.AsSingleton(stats),
+        )
+    )
+
+
+def _counter_values(result) -> dict[str, int]:
+    out: dict[str, int] = {}
+    try:
+        counters = result.metrics().query()["counters"]
+    except Exception:  # a runner without metrics support: reconcile from files only
+        return out
+    for c in counters:
+        if c.key.metric.namespace == NAMESPACE:
+            value = c.committed if c.committed is not None else c.attempted
+            out[c.key.metric.name] = out.get(c.key.metric.name, 0) + int(value or 0)
+    return out
+
+
+def explain_no_instances(stats: dict[str, int], num_files: int) -> str:
+    """Why a run produced nothing, from its counts."""
+    if stats.get("documents", 0) == 0:
+        return (
+            f"no documents were read: {num_files} input file(s), "
+            f"{stats.get('empty_input_file', 0)} empty, {stats.get('lines', 0)} lines, "
+            f"{stats.get('skipped_invalid_utf8_line', 0)} lines skipped as invalid UTF-8, "
+            f"{stats.get('truncated_input_file', 0)} truncated"
+        )
+    if stats.get("tokenized_documents", 0) == 0:
+        return (
+            f"{stats['documents']} document(s) were read but none has a sentence that tokenizes "
+            f"to at least one token ({stats.get('dropped_empty_document', 0)} dropped as empty)"
+        )
+    if stats.get("skipped_no_other_document", 0):
+        return (
+            f"only {stats.get('tokenized_documents')} document(s): every pair needed a random next "
+            "sentence from another document and there was none "
+            f"({stats['skipped_no_other_document']} pairs skipped). Add documents, or pass "
+            "--reference-random-next to take it from the same document as the reference does."
+        )
+    return "no sentence pairs could be formed from the input"
+
+
+def build_manifest(
+    config: InstancesJobConfig,
+    vocab: Vocab,
+    files: list[InputFile],
+    shards: list[dict],
+    stats: dict[str, int],
+    elapsed_s: float,
+) -> dict:
+    """The manifest: config, vocab and tokenizer, inputs, shards, totals, skips and why."""
+    instances = sum(s["records"] for s in shards)
+    pairs = stats.get("pairs", 0)
+    is_next = pairs - stats.get("random_next", 0)
+    predictions = stats.get("masked_lm_predictions", 0)
+    skipped = {
+        k: v
+        for k, v in stats.items()
+        if k.startswith(("skipped_", "dropped_", "split_", "truncated_input", "empty_input"))
+    }
+    return {
+        "format": MANIFEST_FORMAT,
+        "config": {k: v for k, v in asdict(config).items() if k != "extra"} | config.extra,
+        "features": {
+            f.name: {
+                "dtype": f.dtype,
+                "length": f.length(config.max_seq_length, config.max_predictions_per_seq),
+            }
+            for f in FEATURES
+        },
+        "max_seq_length": config.max_seq_length,
+        "max_predictions_per_seq": config.max_predictions_per_seq,
+        "vocab": {"path": config.vocab, "sha256": vocab.sha256, "size": len(vocab)},
+        "tokenizer": BertWordPieceTokenizer(vocab, config.do_lower_case).settings(),
+        "inputs": [f.fingerprint() for f in files],
+        "shards": [
+            {
+                "file": s["path"].rsplit("/", 1)[-1],
+                "records": s["records"],
+                "content_sha256": s["content_sha256"],
+            }
+            for s in shards
+        ],
+        "totals": {
+            "input_files": len(files),
+            "documents": stats.get("tokenized_documents", 0),
+            "sentences": stats.get("tokenized_sentences", 0),
+            "tokens": stats.get("tokens", 0),
+            "buckets": stats.get("buckets", 0),
+            "instances": instances,
+            "is_next": is_next,
+            "random_next": stats.get("random_next", 0),
+            "is_next_ratio": round(is_next / pairs, 6) if pairs else None,
+            "truncated_pairs": stats.get("truncated_pairs", 0),
+            "truncated_tokens": stats.get("truncated_tokens", 0),
+            "short_target_documents": stats.get("short_target_documents", 0),
+            "one_sentence_documents": stats.get("one_sentence_documents", 0),
+            "masked_lm_predictions": predictions,
+            "mean_predictions_per_instance": round(predictions / instances, 4)
+            if instances
+            else None,
+            "padding_fraction": round(
+                stats.get("padding_tokens", 0) / (instances * config.max_seq_length), 6
+            )
+            if instances
+            else None,
+        },
+        "skipped": skipped,
+        "counts": stats,
+        "elapsed_seconds": round(elapsed_s, 2),
+    }
+
+
+def run_instances_job(
+    config: InstancesJobConfig,
+    pipeline_options: PipelineOptions,
+    progress: Callable[[str], None] = LOG.info,
+) -> dict:
+    """Runs the job end to end and returns the manifest (also written to ``output/manifest.json``).
+
+    Raises JobConfigError before any work for bad settings, NoInstancesError when nothing could be
+    produced, ReconciliationError when worker counts and output files disagree.
+    """
+    vocab, settings = check_config(config)
+    files = expand_inputs(config.inputs)
+    progress(f"{len(files)} input file(s), {sum(f.size_bytes for f in files):,} bytes")
+    FileSystems.mkdirs(config.output) if not FileSystems.exists(config.output) else None
+    _remove_previous_output(config)
+
+    started = time.monotonic()
+    p = beam.Pipeline(options=pipeline_options)
+    build_pipeline(p, config, files, vocab, settings)
+    result = p.run()
+    result.wait_until_finish()
+    elapsed = time.monotonic() - started
+
+    result_path = FileSystems.join(config.output, _RESULT)
+    outcome = _read_json(result_path)
+    FileSystems.delete([result_path])
+    shards, stats = outcome["shards"], outcome["stats"]
+
+    counters = _counter_values(result)
+    written = sum(s["records"] for s in shards)
+    if len(shards) != config.num_shards:
+        raise ReconciliationError(f"expected {config.num_shards} shards, found {len(shards)}")
+    if written != stats.get("instances", 0):
+        raise ReconciliationError(
+            f"instances created ({stats.get('instances', 0)}) != records in shards ({written})"
+        )
+    if counters and counters.get("instances", 0) != written:
+        raise ReconciliationError(
+            f"Beam counter instances={counters.get('instances', 0)} != records in shards ({written})"
+        )
+    sizes = [s["records"] for s in shards]
+    if max(sizes) - min(sizes) > 1:
+        raise ReconciliationError(
+            f"shard sizes differ by more than one: {min(sizes)}..{max(sizes)}"
+        )
+    if written == 0:
+        raise NoInstancesError(
+            "the job produced zero instances: " + explain_no_instances(stats, len(files))
+        )
+    manifest = build_manifest(config, vocab, files, shards, stats, elapsed)
+    _write_json_atomically(FileSystems.join(config.output, MANIFEST), manifest)
+    return manifest

@@ -1,0 +1,240 @@
+"""BERT WordPiece tokenization on HF ``tokenizers`` (Rust), id-identical to the Python reference.
+
+Reference: ``transformers.BertTokenizerLegacy`` (the pure-Python port of google-research/bert's
+``FullTokenizer``) used without special-token handling, i.e. ``basic_tokenizer`` followed by
+``wordpiece_tokenizer``, so ``"[MASK]"`` in text becomes ``[``, ``mask``, ``]``. Its definition:
+
+1. clean text: drop U+0000, U+FFFD and every category ``C*`` character except ``\\t\\n\\r``;
+   map ``\\t\\n\\r`` and category ``Zs`` to a space;
+2. put spaces around CJK ideographs (the eight code point ranges of the reference);
+3. NFC; split on whitespace;
+4. uncased only: ``str.lower()`` (with the Final_Sigma rule), NFD, drop category ``Mn``;
+5. isolate punctuation (ASCII 33-47, 58-64, 91-96, 123-126 and category ``P*``);
+6. WordPiece: greedy longest match first, ``##`` continuation prefix, words longer than
+   100 code points and words that cannot be split become ``[UNK]``.
+
+It differs from google-research/bert's original code in three places: the original drops only
+``Cc``/``Cf`` (not ``Cn``/``Co``), applies no NFC, and allows 200 characters per word. We follow
+the HF port (the project's oracle); the NFC step only matters for cased models on text with
+decomposed accents.
+
+The stock Rust ``BertNormalizer``/``BertPreTokenizer`` disagree with the reference (their Unicode
+tables are older than Python's, they keep unassigned ``Cn`` characters, miss the CJK Extension E
+range U+2B820-U+2B91F, do no NFC and no Final_Sigma). So the pipeline here is composed from
+``Replace``/``Split`` steps whose character classes are generated from this interpreter's
+``unicodedata``; every character class therefore matches the reference on the same Python, and
+``BERT_NORMALIZATION_VERSION`` names the Unicode version it was built from. The only per-text
+Python work is converting the Rust encodings to lists of ids.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import unicodedata
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from tokenizers import Regex, Tokenizer, decoders, normalizers, pre_tokenizers
+from tokenizers.models import WordPiece
+
+from tokenizer.vocab import Vocab
+
+BERT_NORMALIZATION_VERSION: str = f"bert-hf-legacy-1/unicode-{unicodedata.unidata_version}"
+"""Identifies the normalization + pre-tokenization definition (and its Unicode tables)."""
+
+MAX_INPUT_CHARS_PER_WORD = 100
+CONTINUATION_PREFIX = "##"
+UNK_TOKEN = "[UNK]"
+
+# google-research/bert's _is_chinese_char ranges (inclusive).
+CJK_RANGES: tuple[tuple[int, int], ...] = (
+    (0x4E00, 0x9FFF),
+    (0x3400, 0x4DBF),
+    (0x20000, 0x2A6DF),
+    (0x2A700, 0x2B73F),
+    (0x2B740, 0x2B81F),
+    (0x2B820, 0x2CEAF),
+    (0xF900, 0xFAFF),
+    (0x2F800, 0x2FA1F),
+)
+_ASCII_PUNCT_RANGES = ((33, 47), (58, 64), (91, 96), (123, 126))
+_SIGMA = "\u03a3"
+_FINAL_SIGMA = "\u03c2"
+
+
+def _ranges(cps: Iterable[int]) -> list[tuple[int, int]]:
+    """Sorted code points -> inclusive ranges."""
+    out: list[list[int]] = []
+    for cp in sorted(set(cps)):
+        if out and cp == out[-1][1] + 1:
+            out[-1][1] = cp
+        else:
+            out.append([cp, cp])
+    return [(a, b) for a, b in out]
+
+
+def _char_class(ranges: Sequence[tuple[int, int]]) -> str:
+    """Oniguruma bracket expression for inclusive code point ranges."""
+    parts = []
+    for a, b in ranges:
+        parts.append(f"\\x{{{a:X}}}" if a == b else f"\\x{{{a:X}}}-\\x{{{b:X}}}")
+    return "[" + "".join(parts) + "]"
+
+
+class _Tables:
+    """Character classes and Rust-vs-Python normalization fix-ups derived from ``unicodedata``."""
+
+    def __init__(self) -> None:
+        drop, space, punct, mn, kept = [], [], [], [], []
+        for cp in range(sys.maxunicode + 1):
+            ch = chr(cp)
+            cat = unicodedata.category(ch)
+            if ch in "\t\n\r" or cat == "Zs":
+                space.append(cp)
+            elif cp == 0 or cp == 0xFFFD or cat[0] == "C":
+                drop.append(cp)
+                continue
+            else:
+                kept.append(ch)
+            if cat[0] == "P" or any(a <= cp <= b for a, b in _ASCII_PUNCT_RANGES):
+                punct.append(cp)
+            if cat == "Mn":
+                mn.append(cp)
+        self.drop = _ranges(drop)
+        # " " itself is not rewritten: replacing it by itself costs a third of the throughput.
+        self.to_space = _ranges(cp for cp in space if cp != 0x20)
+        self.punct = _ranges(punct)
+        self.mn = _ranges(mn)
+        self.cjk = list(CJK_RANGES)
+        # Characters Python's str.split() splits on (only these survive cleaning as separators).
+        self.split_space = _ranges(cp for cp in range(sys.maxunicode + 1) if chr(cp).isspace())
+        # Final_Sigma context, probed through str.lower() itself: "ignorable" characters are
+        # skipped when looking for the neighbouring cased letter; "cased" ones end the search.
+        cased, ignorable = [], []
+        for ch in kept:
+            if (ch + _SIGMA).lower().endswith(_FINAL_SIGMA):
+                cased.append(ord(ch))
+            elif ("A" + ch + _SIGMA).lower().endswith(_FINAL_SIGMA):
+                ignorable.append(ord(ch))
+        self.cased = _ranges(cased)
+        self.ignorable = _ranges(ignorable)
+        # Where the Rust normalization tables (older Unicode) disagree with unicodedata.
+        sep = "\n"
+        rust_nfd = normalizers.NFD().normalize_str(sep.join(kept)).split(sep)
+        self.nfd_fixups = [
+            (ch, unicodedata.normalize("NFD", ch))
+            for ch, r in zip(kept, rust_nfd, strict=True)
+            if r != unicodedata.normalize("NFD", ch)
+        ]
+        decomposed = [unicodedata.normalize("NFD", ch) for ch in kept]
+        rust_nfc = normalizers.NFC().normalize_str(sep.join(decomposed)).split(sep)
+        self.nfc_fixups = [
+            (d, unicodedata.normalize("NFC", d))
+            for d, r in zip(decomposed, rust_nfc, strict=True)
+            if r != unicodedata.normalize("NFC", d)
+        ]
+
+
+@functools.lru_cache(maxsize=1)
+def _tables() -> _Tables:
+    return _Tables()
+
+
+def bert_normalizer(do_lower_case: bool) -> normalizers.Normalizer:
+    """Steps 1, 3 (NFC) and 4 of the module definition, as one Rust normalizer.
+
+    CJK isolation and whitespace splitting live in ``bert_pre_tokenizer``; the pair is what
+    ``build_bert_tokenizer`` and vocabulary training use.
+    """
+    t = _tables()
+    steps: list[normalizers.Normalizer] = [
+        normalizers.Replace(Regex(_char_class(t.drop)), ""),
+        normalizers.Replace(Regex(_char_class(t.to_space)), " "),
+        normalizers.NFC(),
+    ]
+    steps += [normalizers.Replace(a, b) for a, b in t.nfc_fixups]
+    if do_lower_case:
+        cased, ignorable = _char_class(t.cased), _char_class(t.ignorable)
+        final_sigma = f"(?<={cased}{ignorable}*){_SIGMA}(?!{ignorable}*{cased})"
+        steps += [normalizers.Replace(Regex(final_sigma), _FINAL_SIGMA), normalizers.Lowercase()]
+        steps += [normalizers.Replace(a, b) for a, b in t.nfd_fixups]
+        steps += [normalizers.NFD(), normalizers.Replace(Regex(_char_class(t.mn)), "")]
+    return normalizers.Sequence(steps)
+
+
+def bert_pre_tokenizer() -> pre_tokenizers.PreTokenizer:
+    """Whitespace split plus isolation of CJK ideographs and punctuation (steps 2, 3 and 5).
+
+    One regex pass: a word is a run of characters that are neither whitespace, CJK nor
+    punctuation, or a single CJK/punctuation character. Isolating CJK after NFC/NFD instead of
+    before is equivalent because no normalization maps CJK to non-CJK characters or back.
+    """
+    t = _tables()
+    single = _char_class(t.cjk + t.punct)
+    other = "[^" + _char_class(t.cjk + t.punct + t.split_space)[1:]
+    return pre_tokenizers.Split(Regex(f"{other}+|{single}"), behavior="removed", invert=True)
+
+
+def build_bert_tokenizer(vocab: Vocab, do_lower_case: bool) -> Tokenizer:
+    """A Rust tokenizer giving the reference's WordPiece ids; encode adds no special tokens."""
+    model = WordPiece(
+        dict(vocab.token_to_id),
+        unk_token=UNK_TOKEN,
+        max_input_chars_per_word=MAX_INPUT_CHARS_PER_WORD,
+        continuing_subword_prefix=CONTINUATION_PREFIX,
+    )
+    tok = Tokenizer(model)
+    tok.normalizer = bert_normalizer(do_lower_case)
+    tok.pre_tokenizer = bert_pre_tokenizer()
+    tok.decoder = decoders.WordPiece(prefix=CONTINUATION_PREFIX)
+    return tok
+
+
+class BertWordPieceTokenizer:
+    """Picklable BERT WordPiece encoder; the Rust tokenizer is built lazily in each process."""
+
+    def __init__(self, vocab: Vocab, do_lower_case: bool) -> None:
+        self.vocab = vocab
+        self.do_lower_case = bool(do_lower_case)
+        self._tokenizer: Tokenizer | None = None
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        if self._tokenizer is None:
+            self._tokenizer = build_bert_tokenizer(self.vocab, self.do_lower_case)
+        return self._tokenizer
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_tokenizer"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._tokenizer = None
+
+    def encode_batch(self, texts: list[str]) -> list[list[int]]:
+        """Token ids per text (no [CLS]/[SEP]); texts are encoded in parallel by Rust."""
+        if not texts:
+            return []
+        encodings = self.tokenizer.encode_batch_fast(list(texts), add_special_tokens=False)
+        return [e.ids for e in encodings]
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of one text (no [CLS]/[SEP])."""
+        return self.tokenizer.encode(text, add_special_tokens=False).ids
+
+    def tokenize(self, text: str) -> list[str]:
+        """Token strings of one text, for debugging and tests."""
+        return self.tokenizer.encode(text, add_special_tokens=False).tokens
+
+    def settings(self) -> dict[str, Any]:
+        """What a manifest needs to pin this tokenization."""
+        return {
+            "do_lower_case": self.do_lower_case,
+            "normalization_version": BERT_NORMALIZATION_VERSION,
+            "vocab_sha256": self.vocab.sha256,
+            "vocab_size": len(self.vocab),
+            "max_input_chars_per_word": MAX_INPUT_CHARS_PER_WORD,
+        }

@@ -1,0 +1,42 @@
+"""A tokenized document in a compact form: one flat int32 id array plus sentence offsets.
+
+Cheap to pickle between Beam stages (two numpy arrays instead of thousands of Python ints).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class TokenizedDocument:
+    """``key`` identifies the document; sentence ``i`` is ``ids[offsets[i]:offsets[i + 1]]``."""
+
+    key: str
+    ids: np.ndarray
+    offsets: np.ndarray
+
+    @classmethod
+    def from_sentences(cls, key: str, sentences: Sequence[Sequence[int]]) -> TokenizedDocument:
+        lengths = np.fromiter((len(s) for s in sentences), dtype=np.int64, count=len(sentences))
+        offsets = np.zeros(len(sentences) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        ids = np.fromiter((t for s in sentences for t in s), dtype=np.int32, count=int(offsets[-1]))
+        return cls(key, ids, offsets)
+
+    @property
+    def num_sentences(self) -> int:
+        return len(self.offsets) - 1
+
+    @property
+    def num_tokens(self) -> int:
+        return int(self.offsets[-1])
+
+    def sentences(self) -> list[list[int]]:
+        """Sentences as lists of ints (the form pair creation works on)."""
+        flat = self.ids.tolist()
+        bounds = self.offsets.tolist()
+        return [flat[bounds[i] : bounds[i + 1]] for i in range(len(bounds) - 1)]
