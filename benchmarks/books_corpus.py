@@ -50,7 +50,9 @@ def book_sentences(path: Path) -> list[list[str]]:
     return paragraphs
 
 
-def build_corpus(output_dir: Path, target_bytes: int, sentences_per_document: int = 30) -> list[Path]:
+def build_corpus(
+    output_dir: Path, target_bytes: int, sentences_per_document: int = 30
+) -> list[Path]:
     """Writes ``book-*.txt`` files in BERT format totalling at least ``target_bytes``."""
     output_dir.mkdir(parents=True, exist_ok=True)
     books = sorted((CORPORA / "books").glob("*.txt"))

@@ -111,7 +111,7 @@ def check_config(config: InstancesJobConfig) -> tuple[Vocab, InstanceSettings]:
         settings = config.settings()
     except ValueError as e:
         raise JobConfigError(str(e)) from e
-    full = settings.masking.num_to_predict(config.max_seq_length)
+    full = max(1, int(round(config.max_seq_length * config.masked_lm_prob)))
     if config.max_predictions_per_seq < full and not config.allow_prediction_cap:
         raise JobConfigError(
             f"--max-predictions-per-seq {config.max_predictions_per_seq} is too small for "

@@ -44,7 +44,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     io.add_argument("--vocab", required=True, help="WordPiece vocab.txt (one token per line)")
     io.add_argument("--output", required=True, help="output directory (local or gs://)")
     io.add_argument("--num-shards", type=int, default=256, help="number of TFRecord shards")
-    io.add_argument("--compression", choices=["none", "gzip"], default="none")
+    io.add_argument(
+        "--compression", choices=["none", "gzip"], default="none", help="shard compression"
+    )
     io.add_argument("--shard-prefix", default="instances", help="shard file name prefix")
 
     tok = p.add_argument_group("tokenization")
@@ -56,12 +58,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
 
     inst = p.add_argument_group("instances")
-    inst.add_argument("--max-seq-length", type=int, default=128)
-    inst.add_argument("--max-predictions-per-seq", type=int, default=20)
-    inst.add_argument("--masked-lm-prob", type=float, default=0.15)
+    inst.add_argument("--max-seq-length", type=int, default=128, help="tokens per instance")
+    inst.add_argument(
+        "--max-predictions-per-seq", type=int, default=20, help="masked LM slots per instance"
+    )
+    inst.add_argument(
+        "--masked-lm-prob", type=float, default=0.15, help="share of tokens to predict"
+    )
     inst.add_argument("--dupe-factor", type=int, default=10, help="passes over the data")
-    inst.add_argument("--short-seq-prob", type=float, default=0.1)
-    inst.add_argument("--seed", type=int, default=12345)
+    inst.add_argument(
+        "--short-seq-prob",
+        type=float,
+        default=0.1,
+        help="probability of a shorter target length (random in [2, max])",
+    )
+    inst.add_argument("--seed", type=int, default=12345, help="seed of every random choice")
     inst.add_argument("--whole-word-mask", action="store_true", help="mask whole words")
     inst.add_argument(
         "--allow-prediction-cap",

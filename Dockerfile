@@ -1,0 +1,20 @@
+# Dataflow worker image: the Beam Python SDK container with bertprep installed.
+#   docker build -t REGION-docker.pkg.dev/PROJECT/REPO/bertprep-worker:0.1.0 .
+#   docker push  REGION-docker.pkg.dev/PROJECT/REPO/bertprep-worker:0.1.0
+#   bertprep instances ... --runner DataflowRunner \
+#       --sdk_container_image REGION-docker.pkg.dev/PROJECT/REPO/bertprep-worker:0.1.0
+# The SDK version must equal the launcher's apache-beam (setup.py pins 2.77.0).
+FROM apache/beam_python3.11_sdk:2.77.0
+
+WORKDIR /opt/bertprep
+COPY setup.py pyproject.toml README.md ./
+COPY transforms ./transforms
+COPY tokenizer ./tokenizer
+COPY pipeline ./pipeline
+COPY trainer ./trainer
+# Runtime dependencies only (no TensorFlow on Beam workers: it costs ~550 MB per process).
+RUN pip install --no-cache-dir ".[gcp]" \
+ && python -c "import pipeline.cli, tokenizers, google_crc32c; print('bertprep worker ok')"
+
+# The Beam SDK harness stays the entry point.
+ENTRYPOINT ["/opt/apache/beam/boot"]

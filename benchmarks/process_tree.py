@@ -1,0 +1,75 @@
+"""Wall time and peak resident memory of a command and all its descendants (Linux /proc)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+
+
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                out.extend(int(x) for x in f.read().split())
+    except OSError:
+        pass
+    return out
+
+
+def _rss_bytes(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def tree_rss_bytes(root: int) -> int:
+    """Sum of VmRSS over ``root`` and every descendant process."""
+    total, stack, seen = 0, [root], set()
+    while stack:
+        pid = stack.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        total += _rss_bytes(pid)
+        stack.extend(_children(pid))
+    return total
+
+
+@dataclass
+class Measurement:
+    returncode: int
+    wall_seconds: float
+    peak_rss_bytes: int
+    output: str
+
+
+def measure(cmd: list[str], env: dict | None = None, interval_s: float = 0.1) -> Measurement:
+    """Runs ``cmd``, sampling the process tree's total RSS every ``interval_s`` seconds."""
+    start = time.monotonic()
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True
+    )
+    peak = 0
+    done = threading.Event()
+
+    def sample() -> None:
+        nonlocal peak
+        while not done.is_set():
+            peak = max(peak, tree_rss_bytes(proc.pid))
+            time.sleep(interval_s)
+
+    t = threading.Thread(target=sample, daemon=True)
+    t.start()
+    output, _ = proc.communicate()
+    done.set()
+    t.join()
+    return Measurement(proc.returncode, time.monotonic() - start, peak, output)

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The test suite: sets up ./.venv (pinned), lints, then runs every test, real-data ones included.
+# Extra arguments go to pytest, e.g. `scripts/test.sh -m "not slow"` for the quick subset.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+bash scripts/bootstrap.sh
+.venv/bin/ruff check .
+.venv/bin/ruff format --check . >/dev/null || { .venv/bin/ruff format --diff . | head -50; exit 1; }
+export TF_CPP_MIN_LOG_LEVEL=2
+exec .venv/bin/python -m pytest -p no:cacheprovider "$@"

@@ -1,0 +1,347 @@
+"""BertWordPieceTokenizer: unit tests on a tiny vocab, and id-identity with the Python reference.
+
+The reference is ``transformers.BertTokenizerLegacy`` used like google-research/bert's
+FullTokenizer: ``basic_tokenizer.tokenize`` then ``wordpiece_tokenizer.tokenize`` per word. Its
+``tokenize()`` is not used because it keeps special tokens such as "[MASK]" whole.
+"""
+
+from __future__ import annotations
+
+import bz2
+import os
+import pickle
+import random
+import sys
+import time
+import unicodedata
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from tokenizers import normalizers
+
+from tokenizer.vocab import Vocab
+from tokenizer.wordpiece import (
+    BERT_NORMALIZATION_VERSION,
+    MAX_INPUT_CHARS_PER_WORD,
+    BertWordPieceTokenizer,
+    bert_normalizer,
+    bert_pre_tokenizer,
+    build_bert_tokenizer,
+)
+
+CORPORA = Path(__file__).resolve().parents[2].parent / "shared" / "corpora"
+
+TINY_TOKENS = [
+    "[PAD]", "[unused0]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
+    "hello", "world", "Hello", "World", "un", "##aff", "##able", "mask", "MASK",
+    ",", "!", ".", "'", "[", "]", "$", "^", "`", "¿", "—", "\u2e55",
+    "cafe", "café", "Café", "中", "文", "\U0002b820",
+    "οδος", "σ", "ς", "##σ", "##ς", "a", "##a", "x", "y", "##x", "##y",
+]  # fmt: skip
+
+
+def _tiny_vocab_file(tmp_path: Path) -> Path:
+    path = tmp_path / "vocab.txt"
+    path.write_text("\n".join(TINY_TOKENS) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def tiny_vocab_path(tmp_path: Path) -> Path:
+    return _tiny_vocab_file(tmp_path)
+
+
+@pytest.fixture
+def tiny_vocab(tiny_vocab_path: Path) -> Vocab:
+    return Vocab.from_bytes(tiny_vocab_path.read_bytes())
+
+
+def _require(what: str, available: bool) -> None:
+    """Missing test inputs fail in CI and skip elsewhere."""
+    if available:
+        return
+    if os.environ.get("CI"):
+        pytest.fail(f"{what} is required in CI")
+    pytest.skip(f"{what} not available")
+
+
+def _corpora() -> Path:
+    _require(f"real corpora at {CORPORA}", (CORPORA / "vocab").is_dir())
+    return CORPORA
+
+
+def _legacy_module():
+    try:
+        from transformers.models.bert import tokenization_bert_legacy
+    except ImportError:
+        tokenization_bert_legacy = None
+    _require("transformers (BertTokenizerLegacy)", tokenization_bert_legacy is not None)
+    return tokenization_bert_legacy
+
+
+def _reference(vocab_path: Path, do_lower_case: bool) -> Callable[[str], list[int]]:
+    """text -> ids of BertTokenizerLegacy used as FullTokenizer (no special-token handling)."""
+    legacy = _legacy_module()
+    ref = legacy.BertTokenizerLegacy(
+        str(vocab_path), do_lower_case=do_lower_case, tokenize_chinese_chars=True, strip_accents=None
+    )
+    basic, wordpiece = ref.basic_tokenizer, ref.wordpiece_tokenizer
+    assert not basic.never_split
+
+    def ids(text: str) -> list[int]:
+        return ref.convert_tokens_to_ids([p for w in basic.tokenize(text) for p in wordpiece.tokenize(w)])
+
+    return ids
+
+
+def _pre_tokens(do_lower_case: bool) -> Callable[[str], list[str]]:
+    normalizer, pre_tokenizer = bert_normalizer(do_lower_case), bert_pre_tokenizer()
+    return lambda text: [w for w, _ in pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(text))]
+
+
+UNCASED_CASES = [
+    ("Hello, World!", ["hello", ",", "world", "!"]),
+    ("unaffable", ["un", "##aff", "##able"]),
+    # accents: lowercase, NFD, drop Mn; precomposed and decomposed alike
+    ("Café", ["cafe"]),
+    ("CAFE\u0301", ["cafe"]),
+    # CJK ideographs are isolated, including Extension E (U+2B820..) that Rust's own table misses
+    ("中文x", ["中", "文", "x"]),
+    ("x\U0002b820y", ["x", "\U0002b820", "y"]),
+    # special tokens in text are ordinary text
+    ("[MASK]", ["[", "mask", "]"]),
+    ("[UNK]", ["[", "[UNK]", "]"]),
+    # Final_Sigma: str.lower() context, which sees through case-ignorable punctuation
+    ("ΟΔΟΣ", ["οδος"]),
+    ("Σ", ["σ"]),
+    ("AΣ", ["a", "##ς"]),
+    ("AΣA", ["a", "##σ", "##a"]),
+    ("A'Σ", ["a", "'", "ς"]),
+    # ASCII non-alphanumerics and Unicode P* are punctuation
+    ("$x^y`", ["$", "x", "^", "y", "`"]),
+    ("¿x—y", ["¿", "x", "—", "y"]),
+    ("x\u166dy", ["[UNK]"]),  # U+166D is So in current Unicode: not punctuation
+    # control characters go (U+0000, U+FFFD, Cc, Cf, Co private use, Cn unassigned)
+    ("hel\x00lo\ufffd", ["hello"]),
+    ("\u200bhel\ue000lo\u0378", ["hello"]),
+    ("hello\x85world", ["[UNK]"]),  # NEL is a control (dropped), not a separator
+    # whitespace: \t \n \r and Zs become spaces; U+2028 separates words too
+    ("hello\tworld\r\nx", ["hello", "world", "x"]),
+    ("hello\u00a0world\u3000x\u2028y", ["hello", "world", "x", "y"]),
+    # words that cannot be split, or are longer than 100 characters, are [UNK] as a whole
+    ("helloq", ["[UNK]"]),
+    ("a" * MAX_INPUT_CHARS_PER_WORD, ["a"] + ["##a"] * (MAX_INPUT_CHARS_PER_WORD - 1)),
+    ("A" * (MAX_INPUT_CHARS_PER_WORD + 1), ["[UNK]"]),
+    ("x " + "a" * 150 + " y", ["x", "[UNK]", "y"]),
+    ("", []),
+    (" \t\u200b ", []),
+]
+
+CASED_CASES = [
+    ("Hello, World!", ["Hello", ",", "World", "!"]),
+    ("hello", ["hello"]),
+    ("Café", ["Café"]),
+    ("Cafe\u0301", ["Café"]),  # NFC (BertTokenizerLegacy applies it; google-research/bert did not)
+    ("cafe", ["cafe"]),
+    ("[MASK]", ["[", "MASK", "]"]),
+    ("ΟΔΟΣ", ["[UNK]"]),
+    ("中文x", ["中", "文", "x"]),
+    ("HELLO", ["[UNK]"]),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), UNCASED_CASES)
+def test_uncased_tokens(tiny_vocab: Vocab, text: str, expected: list[str]) -> None:
+    tok = BertWordPieceTokenizer(tiny_vocab, do_lower_case=True)
+    assert tok.tokenize(text) == expected
+    assert tok.encode(text) == [tiny_vocab.id_of(t) for t in expected]
+
+
+@pytest.mark.parametrize(("text", "expected"), CASED_CASES)
+def test_cased_tokens(tiny_vocab: Vocab, text: str, expected: list[str]) -> None:
+    tok = BertWordPieceTokenizer(tiny_vocab, do_lower_case=False)
+    assert tok.tokenize(text) == expected
+    assert tok.encode(text) == [tiny_vocab.id_of(t) for t in expected]
+
+
+def test_new_unicode_punctuation_follows_unicodedata(tiny_vocab: Vocab) -> None:
+    """U+2E55 is Ps since Unicode 14 (Rust's own punctuation table predates it)."""
+    if unicodedata.category("\u2e55") != "Ps":
+        pytest.skip(f"Python's Unicode {unicodedata.unidata_version} predates U+2E55")
+    tok = BertWordPieceTokenizer(tiny_vocab, do_lower_case=True)
+    assert tok.tokenize("x\u2e55y") == ["x", "\u2e55", "y"]
+
+
+def test_encode_batch_matches_encode(tiny_vocab: Vocab) -> None:
+    tok = BertWordPieceTokenizer(tiny_vocab, do_lower_case=True)
+    texts = [text for text, _ in UNCASED_CASES]
+    assert tok.encode_batch(texts) == [tok.encode(t) for t in texts]
+    assert tok.encode_batch([]) == []
+    assert tok.encode_batch([""]) == [[]]
+
+
+def test_no_special_tokens_added(tiny_vocab: Vocab) -> None:
+    rust = build_bert_tokenizer(tiny_vocab, do_lower_case=True)
+    assert rust.encode("hello").ids == [tiny_vocab.id_of("hello")]  # default add_special_tokens
+    assert rust.get_added_tokens_decoder() == {}
+
+
+def test_pickle_round_trip_drops_rust_tokenizer(tiny_vocab: Vocab) -> None:
+    tok = BertWordPieceTokenizer(tiny_vocab, do_lower_case=True)
+    before = tok.encode_batch(["Hello, World!", "unaffable"])  # builds the Rust tokenizer
+    assert tok.__getstate__()["_tokenizer"] is None
+    clone = pickle.loads(pickle.dumps(tok))
+    assert clone._tokenizer is None
+    assert clone.encode_batch(["Hello, World!", "unaffable"]) == before
+    assert clone.settings() == tok.settings()
+    assert pickle.loads(pickle.dumps(clone)).encode("hello") == [tiny_vocab.id_of("hello")]
+
+
+def test_settings(tiny_vocab: Vocab) -> None:
+    settings = BertWordPieceTokenizer(tiny_vocab, do_lower_case=False).settings()
+    assert settings == {
+        "do_lower_case": False,
+        "normalization_version": BERT_NORMALIZATION_VERSION,
+        "vocab_sha256": tiny_vocab.sha256,
+        "vocab_size": len(TINY_TOKENS),
+        "max_input_chars_per_word": 100,
+    }
+    assert unicodedata.unidata_version in BERT_NORMALIZATION_VERSION
+
+
+def test_reference_keeps_special_tokens_unless_bypassed(tiny_vocab_path: Path) -> None:
+    """Why the reference is basic+wordpiece: BertTokenizerLegacy.tokenize keeps "[MASK]" whole."""
+    legacy = _legacy_module()
+    ref = legacy.BertTokenizerLegacy(str(tiny_vocab_path), do_lower_case=True)
+    assert ref.tokenize("a [MASK] b") == ["a", "[MASK]", "[UNK]"]
+    ids = _reference(tiny_vocab_path, do_lower_case=True)("a [MASK] b")
+    assert ref.convert_ids_to_tokens(ids) == ["a", "[", "mask", "]", "[UNK]"]
+
+
+# Characters that exercise every step: case (incl. special and final sigma), case-ignorables,
+# combining marks of several classes, CJK, punctuation old and new, whitespace, controls,
+# private use, unassigned, compatibility ideographs, Hangul jamo.
+_FUZZ_POOL = (
+    "aAeEiIoOsSxyzZ09"
+    "ΣσςΑΟΔΩ"
+    "\u0301\u0308\u0327\u0345\u0316\u0334\u05b0\u0903"
+    "'.:\u00b7\u02b0\u00ad\u2019"
+    "İıßẞǅ\ufb01\u212a\u2126\u1f88"
+    "中文\uf900\U0002b820\U0002f800\u3005"
+    "$^`¿—,!()[]\u166d\u2e55"
+    " \t\n\r\u00a0\u2028\u2029\u3000\x85\x0b\x1c"
+    "\x00\x01\u200b\ufffd\ue000\ufeff\u0378"
+    "\u1100\u1161\u11a8가١"
+)
+
+
+@pytest.mark.parametrize("do_lower_case", [True, False])
+def test_fuzz_matches_reference(tiny_vocab_path: Path, do_lower_case: bool) -> None:
+    ref_basic = _legacy_module().BasicTokenizer(do_lower_case=do_lower_case)
+    ref_ids = _reference(tiny_vocab_path, do_lower_case)
+    ours = BertWordPieceTokenizer(Vocab.from_bytes(tiny_vocab_path.read_bytes()), do_lower_case)
+    pre_tokens = _pre_tokens(do_lower_case)
+    rng = random.Random(20240611)
+    texts = ["".join(rng.choices(_FUZZ_POOL, k=rng.randint(1, 14))) for _ in range(3000)]
+    texts += ["".join(rng.choices("aAΣ'.\u0301 ", k=rng.randint(1, 8))) for _ in range(1000)]
+    for text in texts:
+        assert pre_tokens(text) == ref_basic.tokenize(text), repr(text)
+    assert ours.encode_batch(texts) == [ref_ids(t) for t in texts]
+
+
+# ---------------------------------------------------------------------------------------------
+# Slow: every code point, and every line of the real corpora, against the reference.
+
+
+def _code_point_probes() -> Iterator[tuple[str, str]]:
+    """(template, text): every code point in context; assigned ones in several more."""
+    contexts = ("x{c}y", "{c}", "Ab{c}", "A{c}Σ", "AΣ{c}", "e{c}\u0301", "{c}\u0301")
+    for cp in range(sys.maxunicode + 1):
+        if 0xD800 <= cp <= 0xDFFF:
+            continue
+        c = chr(cp)
+        assigned = unicodedata.category(c) != "Cn"
+        for i, tmpl in enumerate(contexts):
+            if i == 0 or assigned:
+                yield tmpl, tmpl.format(c=c)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("do_lower_case", [True, False])
+def test_every_code_point_matches_reference(do_lower_case: bool) -> None:
+    """Pre-token strings equal the reference's for each code point in several contexts.
+
+    Probes are joined with spaces into chunks (a space ends every context) and only differing
+    chunks are re-checked probe by probe. The one residual is in NFC (cased only): combining marks
+    newer than the Rust normalization tables do not let a following mark compose with the base.
+    """
+    ref = _legacy_module().BasicTokenizer(do_lower_case=do_lower_case)
+    ours = _pre_tokens(do_lower_case)
+    probes = list(_code_point_probes())
+    diffs = []
+    for start in range(0, len(probes), 4000):
+        chunk = probes[start : start + 4000]
+        text = " ".join(t for _, t in chunk)
+        if ours(text) != ref.tokenize(text):
+            diffs += [(tmpl, t) for tmpl, t in chunk if ours(t) != ref.tokenize(t)]
+    rust_nfc, nfc = normalizers.NFC(), (lambda s: unicodedata.normalize("NFC", s))
+    residual = [t for _, t in diffs if rust_nfc.normalize_str(t) != nfc(t)]
+    print(f"\n{len(probes)} probes, {len(diffs)} differ, all NFC-table residuals: {residual == [t for _, t in diffs]}")
+    assert [t for _, t in diffs] == residual
+    assert all(tmpl == "e{c}\u0301" for tmpl, _ in diffs)
+    assert len(diffs) <= 60 and (not do_lower_case or not diffs)
+
+
+def _book_lines(path: Path) -> Iterator[str]:
+    # Project Gutenberg: "-8.txt" files are ISO-8859-1, the others UTF-8 (most with a BOM).
+    encoding = "iso-8859-1" if path.name.endswith("-8.txt") else "utf-8-sig"
+    with path.open(encoding=encoding, newline=None) as f:
+        for line in f:
+            yield line.rstrip("\n")
+
+
+def _wiki_lines(path: Path) -> Iterator[str]:
+    opener = bz2.open if path.suffix == ".bz2" else open
+    with opener(path, "rt", encoding="utf-8", newline=None) as f:
+        for line in f:
+            yield line.rstrip("\n")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("vocab_name", "do_lower_case"),
+    [("bert-base-uncased-vocab.txt", True), ("bert-base-cased-vocab.txt", False)],
+)
+def test_real_corpora_ids_identical_to_reference(vocab_name: str, do_lower_case: bool) -> None:
+    """Every line of every book and wiki dump: ids identical to BertTokenizerLegacy's."""
+    corpora = _corpora()
+    vocab_path = corpora / "vocab" / vocab_name
+    ref = _reference(vocab_path, do_lower_case)
+    ours = BertWordPieceTokenizer(Vocab.from_file(str(vocab_path)), do_lower_case)
+    sources = [(p, _book_lines) for p in sorted((corpora / "books").glob("*.txt"))]
+    sources += [(p, _wiki_lines) for p in sorted((corpora / "wiki").iterdir()) if ".xml" in p.name]
+    assert len(sources) >= 19, "expected 14 books and 5 wiki dumps"
+    total = distinct = mismatched = n_tokens = 0
+    started = time.perf_counter()
+    for path, read in sources:
+        lines = list(read(path))
+        unique = sorted(set(lines))  # identical lines give identical ids; compare each once
+        got = ours.encode_batch(unique)
+        for line, ids in zip(unique, got, strict=True):
+            expected = ref(line)
+            n_tokens += len(expected)
+            if ids != expected:
+                mismatched += 1
+                if mismatched <= 5:
+                    print(f"\nMISMATCH {path.name}: {line!r}\n ours {ids}\n  ref {expected}")
+        total += len(lines)
+        distinct += len(unique)
+    elapsed = time.perf_counter() - started
+    print(
+        f"\n{vocab_name}: {total} lines ({distinct} distinct, {n_tokens} tokens) from "
+        f"{len(sources)} files; identical: {100 * (distinct - mismatched) / distinct:.4f}% "
+        f"({elapsed:.0f}s)"
+    )
+    assert total > 200_000
+    assert mismatched == 0
