@@ -1,25 +1,28 @@
-"""Buckets of documents → sentence-pair instances, one (bucket, dupe pass) per unit of work.
+"""Buckets of documents → sentence-pair instances, spilled to files one dupe pass at a time.
 
 Documents go to ``ceil(n / bucket_size)`` buckets by a stable hash of (seed, document key); a
 random B comes from another document of the same bucket, so a worker holds one bucket, never the
-corpus. Each dupe pass of a bucket is an independent unit, so work spreads across workers even
-when there are few buckets.
+corpus. Each dupe pass over a bucket is a task whose records go straight to a spill file laid out
+by ``transforms.shard_layout``; only small ``TaskSpill`` descriptions travel through Beam, so no
+runner has to hold the records in memory.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import apache_beam as beam
+import numpy as np
+from apache_beam.io.filesystems import FileSystems
 
 from pipeline.counting import CountingDoFn
 from pipeline.stats import STATS_TAG
 from transforms.instance_batches import InstanceSettings, TokenTables, record_batches
 from transforms.seeding import stable_hash64
+from transforms.shard_layout import spill_layout
+from transforms.tfrecord import frame_record
 from transforms.token_documents import TokenizedDocument
-
-TaskKey = tuple[int, int]
-"""(bucket, dupe pass)."""
 
 
 def bucket_count(num_documents: int, bucket_size: int) -> int:
@@ -32,11 +35,42 @@ def bucket_of(seed: int, key: str, num_buckets: int) -> int:
     return stable_hash64(seed, "bucket", key) % num_buckets
 
 
-class ExpandDupePassesFn(CountingDoFn):
-    """(bucket, documents) → ((bucket, dupe), documents sorted by key) for every dupe pass."""
+@dataclass(frozen=True)
+class TaskSpill:
+    """The spill file of one task (bucket, dupe pass): ``count`` records, and the byte offset of
+    each residue block (``num_shards + 1`` values)."""
 
-    def __init__(self, dupe_factor: int) -> None:
-        self._dupe_factor = dupe_factor
+    bucket: int
+    dupe: int
+    count: int
+    path: str
+    bounds: np.ndarray
+
+    @property
+    def task(self) -> tuple[int, int]:
+        return (self.bucket, self.dupe)
+
+
+def write_atomically(path: str, data: bytes) -> None:
+    """Writes ``data`` to ``path`` through a temporary name, so a reader never sees half a file."""
+    temp = path + ".partial"
+    with FileSystems.create(temp) as f:
+        f.write(data)
+    if FileSystems.exists(path):
+        FileSystems.delete([path])
+    FileSystems.rename([temp], [path])
+
+
+class CreateInstancesFn(CountingDoFn):
+    """(bucket, documents) → one TaskSpill per dupe pass (records written to ``spill_dir``)."""
+
+    def __init__(
+        self, settings: InstanceSettings, tables: TokenTables, spill_dir: str, num_shards: int
+    ) -> None:
+        self._settings = settings
+        self._tables = tables
+        self._spill_dir = spill_dir
+        self._num_shards = num_shards
 
     def process(self, element: tuple[int, list[TokenizedDocument]]):
         bucket, documents = element
@@ -44,42 +78,43 @@ class ExpandDupePassesFn(CountingDoFn):
         self.stats["buckets"] += 1
         if len(ordered) == 1:
             self.stats["single_document_buckets"] += 1
-        for dupe in range(self._dupe_factor):
-            yield (bucket, dupe), ordered
-
-
-class CreateInstancesFn(CountingDoFn):
-    """((bucket, dupe), documents) → ((bucket, dupe), first index, records, shuffle keys)."""
-
-    def __init__(self, settings: InstanceSettings, tables: TokenTables) -> None:
-        self._settings = settings
-        self._tables = tables
-
-    def process(self, element: tuple[TaskKey, list[TokenizedDocument]]):
-        (bucket, dupe), documents = element
-        sentences = [d.sentences() for d in documents]
-        first = 0
-        for batch in record_batches(
-            sentences, bucket, dupe, self._settings, self._tables, self.stats
-        ):
-            yield (bucket, dupe), first, batch.records, batch.order_keys
-            first += len(batch.records)
+        sentences = [d.sentences() for d in ordered]
+        for dupe in range(self._settings.dupe_factor):
+            framed: list[bytes] = []
+            keys: list[int] = []
+            for batch in record_batches(
+                sentences, bucket, dupe, self._settings, self._tables, self.stats
+            ):
+                framed.extend(frame_record(r) for r in batch.records)
+                keys.extend(batch.order_keys)
+            data, bounds = spill_layout(framed, np.asarray(keys, dtype=np.int64), self._num_shards)
+            del framed
+            path = FileSystems.join(self._spill_dir, f"task-{bucket:06d}-{dupe:04d}.spill")
+            write_atomically(path, data)
+            yield TaskSpill(bucket, dupe, len(keys), path, bounds)
 
 
 class CreateInstances(beam.PTransform):
-    """PCollection[TokenizedDocument] → outputs ``batches`` and ``stats``."""
+    """PCollection[TokenizedDocument] → outputs ``spills`` (TaskSpill) and ``stats``."""
 
-    def __init__(self, settings: InstanceSettings, tables: TokenTables, bucket_size: int) -> None:
+    def __init__(
+        self,
+        settings: InstanceSettings,
+        tables: TokenTables,
+        bucket_size: int,
+        spill_dir: str,
+        num_shards: int,
+    ) -> None:
         super().__init__()
-        self._settings = settings
-        self._tables = tables
+        self._fn = CreateInstancesFn(settings, tables, spill_dir, num_shards)
+        self._seed = settings.seed
         self._bucket_size = bucket_size
 
     def expand(self, documents):
-        seed = self._settings.seed
+        seed = self._seed
         size = self._bucket_size
         num_documents = documents | "CountDocuments" >> beam.combiners.Count.Globally()
-        buckets = (
+        created = (
             documents
             | "AssignBucket"
             >> beam.Map(
@@ -87,19 +122,6 @@ class CreateInstances(beam.PTransform):
                 n=beam.pvalue.AsSingleton(num_documents),
             )
             | "GroupBuckets" >> beam.GroupByKey()
+            | "CreateInstances" >> beam.ParDo(self._fn).with_outputs(STATS_TAG, main="spills")
         )
-        tasks = buckets | "ExpandDupePasses" >> beam.ParDo(
-            ExpandDupePassesFn(self._settings.dupe_factor)
-        ).with_outputs(STATS_TAG, main="tasks")
-        created = (
-            tasks.tasks
-            | "SpreadTasks" >> beam.Reshuffle()
-            | "CreateInstances"
-            >> beam.ParDo(CreateInstancesFn(self._settings, self._tables)).with_outputs(
-                STATS_TAG, main="batches"
-            )
-        )
-        return {
-            "batches": created.batches,
-            "stats": (tasks[STATS_TAG], created[STATS_TAG]) | "FlattenStats" >> beam.Flatten(),
-        }
+        return {"spills": created.spills, "stats": created[STATS_TAG]}

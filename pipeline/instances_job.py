@@ -35,6 +35,7 @@ LOG = logging.getLogger("bertprep.instances")
 MANIFEST = "manifest.json"
 REJECTS = "rejects.jsonl"
 _RESULT = ".pipeline-result.json"
+SPILL_DIR = ".spill"
 MANIFEST_FORMAT = "bertprep.instances/1"
 
 
@@ -156,8 +157,19 @@ def _read_json(path: str) -> dict:
         return json.loads(f.read().decode("utf-8"))
 
 
+def _remove_spills(output: str) -> None:
+    """Deletes the spill files (intermediate records) of this or an interrupted earlier run."""
+    spill_dir = FileSystems.join(output, SPILL_DIR)
+    found = [m.path for m in FileSystems.match([FileSystems.join(spill_dir, "*")])[0].metadata_list]
+    if found:
+        FileSystems.delete(found)
+    if FileSystems.exists(spill_dir):
+        FileSystems.delete([spill_dir])
+
+
 def _remove_previous_output(config: InstancesJobConfig) -> None:
     """Deletes this job's own artifacts from an earlier run (shards of any count, manifest)."""
+    _remove_spills(config.output)
     stale: list[str] = []
     pattern = FileSystems.join(config.output, f"{config.shard_prefix}-*-of-*.tfrecord*")
     for m in FileSystems.match([pattern])[0].metadata_list:
@@ -179,21 +191,19 @@ def build_pipeline(
     settings: InstanceSettings,
 ) -> None:
     """Adds the whole job to ``p``; it writes the shards, rejects.jsonl and a result file."""
+    spill_dir = FileSystems.join(config.output, SPILL_DIR)
     read = (
         p
         | "ListFiles" >> beam.Create(files)
+        | "SpreadFiles" >> beam.Reshuffle()
         | "ReadFiles"
         >> ReadBertTextDocuments(config.max_sentence_chars, config.max_document_sentences)
     )
-    tokenized = (
-        read.documents
-        | "SpreadDocuments" >> beam.Reshuffle()
-        | "Tokenize" >> TokenizeDocuments(vocab, config.do_lower_case)
-    )
+    tokenized = read.documents | "Tokenize" >> TokenizeDocuments(vocab, config.do_lower_case)
     created = tokenized.documents | "Instances" >> CreateInstances(
-        settings, token_tables(vocab, config), config.bucket_size
+        settings, token_tables(vocab, config), config.bucket_size, spill_dir, config.num_shards
     )
-    shards = created["batches"] | "Shards" >> WriteShards(
+    shards = created["spills"] | "Shards" >> WriteShards(
         config.output, config.shard_prefix, config.num_shards, config.compression
     )
     stats = (
@@ -361,6 +371,7 @@ def run_instances_job(
     result_path = FileSystems.join(config.output, _RESULT)
     outcome = _read_json(result_path)
     FileSystems.delete([result_path])
+    _remove_spills(config.output)
     shards, stats = outcome["shards"], outcome["stats"]
 
     counters = _counter_values(result)

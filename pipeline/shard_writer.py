@@ -1,10 +1,11 @@
 """Global shuffle into ``num_shards`` TFRecord files whose record counts differ by at most one.
 
 Every record has a global position: tasks ((bucket, dupe) pairs) in sorted order, records in
-creation order within a task. Position ``g`` goes to shard ``g % num_shards``, so shard sizes differ
-by at most one; within a shard, records are ordered by a keyed random 63-bit key. Consecutive
-instances of one document therefore land in different shards, and each shard mixes all buckets.
-Shard files are written under a temporary name and renamed, then read back and counted.
+creation order within a task. Position ``g`` goes to shard ``g % num_shards`` (see
+``transforms.shard_layout``), so shard sizes differ by at most one; within a shard, records are
+ordered by a keyed random 63-bit key. Consecutive instances of one document therefore land in
+different shards, and each shard mixes all buckets. A shard writer reads its block from every
+task's spill file, writes under a temporary name, renames, then reads the file back and counts.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ import numpy as np
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from transforms.tfrecord import frame_record, iter_records
+from pipeline.instance_creation import TaskSpill
+from transforms.shard_layout import parse_block, residue_count, residue_for_shard
+from transforms.tfrecord import iter_records
 
 COMPRESSIONS = {"none": CompressionTypes.UNCOMPRESSED, "gzip": CompressionTypes.GZIP}
 SUFFIXES = {"none": ".tfrecord", "gzip": ".tfrecord.gz"}
@@ -41,52 +44,6 @@ def task_offsets(task_counts: dict[tuple[int, int], int]) -> dict[tuple[int, int
 
 
 @dataclass(frozen=True)
-class ShardPiece:
-    """Framed records bound for one shard, from one batch: one blob plus per-record arrays
-    (cheap to pickle, unlike a list of tuples). Record ``i`` is ``blob[ends[i-1]:ends[i]]``."""
-
-    keys: np.ndarray  # int64 shuffle keys
-    tasks: np.ndarray  # int64 (bucket << 20 | dupe), tie-break
-    indexes: np.ndarray  # int64 index within the task, tie-break
-    ends: np.ndarray  # int64 end offset of each framed record in blob
-    blob: bytes
-
-
-class AssignShardsFn(beam.DoFn):
-    """(task, first, records, keys) → (shard, ShardPiece) for each shard the batch touches."""
-
-    def __init__(self, num_shards: int) -> None:
-        self._num_shards = num_shards
-        self._offsets: dict | None = None
-        self._counts_id: int | None = None
-
-    def process(self, batch, task_counts: dict):
-        if self._counts_id != id(task_counts):
-            self._offsets = task_offsets(dict(task_counts))
-            self._counts_id = id(task_counts)
-        (bucket, dupe), first, records, keys = batch
-        start = self._offsets[(bucket, dupe)] + first
-        n = len(records)
-        shards = (start + np.arange(n)) % self._num_shards
-        framed = [frame_record(r) for r in records]
-        keys_arr = np.asarray(keys, dtype=np.int64)
-        task_id = (bucket << 20) | dupe
-        for shard in np.unique(shards).tolist():
-            members = np.nonzero(shards == shard)[0]
-            parts = [framed[i] for i in members.tolist()]
-            yield (
-                shard,
-                ShardPiece(
-                    keys=keys_arr[members],
-                    tasks=np.full(len(members), task_id, dtype=np.int64),
-                    indexes=(first + members).astype(np.int64),
-                    ends=np.cumsum([len(x) for x in parts], dtype=np.int64),
-                    blob=b"".join(parts),
-                ),
-            )
-
-
-@dataclass(frozen=True)
 class ShardResult:
     """What a written shard holds, as read back from the file."""
 
@@ -100,39 +57,67 @@ class ShardResult:
         return asdict(self)
 
 
-def order_pieces(pieces: list[ShardPiece]) -> list[memoryview]:
-    """The framed records of all pieces, ordered by (key, task, index)."""
-    if not pieces:
-        return []
-    keys = np.concatenate([p.keys for p in pieces])
-    tasks = np.concatenate([p.tasks for p in pieces])
-    indexes = np.concatenate([p.indexes for p in pieces])
-    views = []
-    for p in pieces:
-        blob = memoryview(p.blob)
-        starts = np.concatenate(([0], p.ends[:-1])).tolist()
-        views.extend(blob[a:b] for a, b in zip(starts, p.ends.tolist(), strict=True))
-    order = np.lexsort((indexes, tasks, keys))
-    return [views[i] for i in order.tolist()]
+def _read_range(path: str, start: int, end: int) -> bytes:
+    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        f.seek(start)
+        data = f.read(end - start)
+    if len(data) != end - start:
+        raise RuntimeError(f"spill file {path} is shorter than recorded ({start}..{end})")
+    return data
 
 
 class WriteShardFn(beam.DoFn):
-    """(shard, [ShardPiece]) → ShardResult; writes the shard atomically and verifies it."""
+    """shard index → ShardResult: gathers the shard's block from every task's spill file, orders
+    the records by (shuffle key, task, index), writes the shard atomically and verifies it."""
 
     def __init__(self, output_dir: str, prefix: str, num_shards: int, compression: str) -> None:
         self._output_dir = output_dir
         self._prefix = prefix
         self._num_shards = num_shards
         self._compression = compression
+        self._offsets: dict | None = None
+        self._spills_id: int | None = None
 
-    def process(self, element):
-        index, pieces = element
-        records = order_pieces([p for p in pieces if p is not None])
+    def process(self, index: int, spills: list[TaskSpill]):
+        if self._spills_id != id(spills):
+            self._offsets = task_offsets({s.task: s.count for s in spills})
+            self._spills_id = id(spills)
+        keys_parts, tasks_parts, index_parts, records = [], [], [], []
+        for spill in sorted(spills, key=lambda s: s.task):
+            r = residue_for_shard(index, self._offsets[spill.task], self._num_shards)
+            count = residue_count(spill.count, self._num_shards, r)
+            if not count:
+                continue
+            block = _read_range(spill.path, int(spill.bounds[r]), int(spill.bounds[r + 1]))
+            keys, framed = parse_block(block, count)
+            keys_parts.append(keys)
+            tasks_parts.append(np.full(count, spill.bucket * (1 << 20) + spill.dupe, np.int64))
+            index_parts.append(r + self._num_shards * np.arange(count, dtype=np.int64))
+            records.extend(framed)
+        if records:
+            order = np.lexsort(
+                (
+                    np.concatenate(index_parts),
+                    np.concatenate(tasks_parts),
+                    np.concatenate(keys_parts),
+                )
+            )
+            stream = b"".join([records[i] for i in order.tolist()])
+        else:
+            stream = b""
+        del records
         name = shard_name(self._prefix, index, self._num_shards, self._compression)
         final = FileSystems.join(self._output_dir, name)
         temp = FileSystems.join(self._output_dir, f".tmp-{uuid.uuid4().hex}-{name}")
-        stream = b"".join(records)
         digest = hashlib.sha256(stream).hexdigest()
+        expected = sum(
+            residue_count(
+                s.count,
+                self._num_shards,
+                residue_for_shard(index, self._offsets[s.task], self._num_shards),
+            )
+            for s in spills
+        )
         ctype = COMPRESSIONS[self._compression]
         with FileSystems.create(temp, compression_type=ctype) as f:
             f.write(stream)
@@ -143,45 +128,28 @@ class WriteShardFn(beam.DoFn):
         with FileSystems.open(final, compression_type=ctype) as f:
             content = f.read()
         found = sum(1 for _ in iter_records(io.BytesIO(content)))
-        if found != len(records) or hashlib.sha256(content).hexdigest() != digest:
+        if found != expected or hashlib.sha256(content).hexdigest() != digest:
             raise RuntimeError(
-                f"shard {final}: wrote {len(records)} records but read back {found} "
+                f"shard {final}: expected {expected} records but read back {found} "
                 "(or the content differs); the output is not trustworthy"
             )
         yield ShardResult(index, final, found, digest).to_json()
 
 
 class WriteShards(beam.PTransform):
-    """PCollection of record batches → PCollection of ShardResult dicts (one per shard, empty
-    shards included)."""
+    """PCollection[TaskSpill] → PCollection of ShardResult dicts, one per shard (empty included)."""
 
     def __init__(self, output_dir: str, prefix: str, num_shards: int, compression: str) -> None:
         super().__init__()
         if compression not in COMPRESSIONS:
             raise ValueError(f"compression must be one of {sorted(COMPRESSIONS)}")
-        self._output_dir = output_dir
-        self._prefix = prefix
+        self._fn = WriteShardFn(output_dir, prefix, num_shards, compression)
         self._num_shards = num_shards
-        self._compression = compression
 
-    def expand(self, batches):
-        counts = (
-            batches
-            | "TaskSizes" >> beam.Map(lambda b: (b[0], len(b[2])))
-            | "SumTaskSizes" >> beam.CombinePerKey(sum)
-        )
-        assigned = batches | "AssignShards" >> beam.ParDo(
-            AssignShardsFn(self._num_shards), task_counts=beam.pvalue.AsDict(counts)
-        )
-        every_shard = batches.pipeline | "ShardIds" >> beam.Create(
-            [(i, None) for i in range(self._num_shards)]
-        )
+    def expand(self, spills):
         return (
-            (assigned, every_shard)
-            | "AllShards" >> beam.Flatten()
-            | "GroupShards" >> beam.GroupByKey()
-            | "WriteShard"
-            >> beam.ParDo(
-                WriteShardFn(self._output_dir, self._prefix, self._num_shards, self._compression)
-            )
+            spills.pipeline
+            | "ShardIds" >> beam.Create(list(range(self._num_shards)))
+            | "SpreadShards" >> beam.Reshuffle()
+            | "WriteShard" >> beam.ParDo(self._fn, spills=beam.pvalue.AsList(spills))
         )

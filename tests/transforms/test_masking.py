@@ -41,24 +41,17 @@ def make_rows(
     min_tokens: int = 1,
 ) -> tuple[np.ndarray, np.ndarray]:
     """[CLS] A [SEP] B [SEP] rows with padding 0; A/B tokens are words or ## pieces."""
-    ids = np.zeros((n, seq_len), dtype=np.int32)
-    lengths = np.zeros(n, dtype=np.int32)
-    for r in range(n):
-        total = int(rng.integers(min_tokens * 2 + 3, seq_len + 1))
-        body = total - 3
-        la = int(rng.integers(min_tokens, body - min_tokens + 1))
-        lb = body - la
-
-        def segment(k: int) -> list[int]:
-            out = []
-            for _ in range(k):
-                cont = rng.random() < continuation_prob
-                out.append(int(rng.choice(PIECE_IDS if cont else WORD_IDS)))
-            return out
-
-        row = [CLS, *segment(la), SEP, *segment(lb), SEP]
-        ids[r, :total] = row
-        lengths[r] = total
+    pieces = rng.random((n, seq_len)) < continuation_prob
+    ids = np.where(
+        pieces, rng.choice(PIECE_IDS, (n, seq_len)), rng.choice(WORD_IDS, (n, seq_len))
+    ).astype(np.int32)
+    lengths = rng.integers(min_tokens * 2 + 3, seq_len + 1, size=n).astype(np.int32)
+    len_a = rng.integers(min_tokens, lengths - 3 - min_tokens + 1)
+    rows = np.arange(n)
+    ids[:, 0] = CLS
+    ids[rows, len_a + 1] = SEP
+    ids[rows, lengths - 1] = SEP
+    ids[np.arange(seq_len)[None, :] >= lengths[:, None]] = PAD
     return ids, lengths
 
 

@@ -1,0 +1,70 @@
+"""Where each record goes: its shard, and where it sits in a task's spill file.
+
+A task (one dupe pass over one bucket) makes ``n`` records, numbered ``j = 0..n-1`` in creation
+order. With the task's global offset ``o`` (records of all earlier tasks, in sorted task order),
+record ``j`` belongs to shard ``(o + j) % S``: shard sizes then differ by at most one.
+
+Offsets are known only once every task has counted its records, so a task writes its records
+grouped by residue ``j % S`` — a layout that depends on ``j`` and ``S`` alone. Whatever the task's
+offset turns out to be, the records of one shard form one contiguous residue block, which the
+shard writer reads with a single ranged read.
+
+Spill format, per residue block in order: ``c`` little-endian int64 shuffle keys, then the ``c``
+TFRecord-framed records.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+_U64 = struct.Struct("<Q")
+
+
+def residue_count(n: int, num_shards: int, residue: int) -> int:
+    """How many of ``j = 0..n-1`` satisfy ``j % num_shards == residue``."""
+    return n // num_shards + (1 if residue < n % num_shards else 0)
+
+
+def residue_for_shard(shard: int, task_offset: int, num_shards: int) -> int:
+    """The residue block of a task (at ``task_offset``) whose records belong to ``shard``."""
+    return (shard - task_offset) % num_shards
+
+
+def spill_layout(
+    framed_records: list[bytes], keys: np.ndarray, num_shards: int
+) -> tuple[bytes, np.ndarray]:
+    """The spill bytes of a task and the byte offset of each residue block (``num_shards + 1``).
+
+    ``framed_records[j]`` is record ``j`` already framed; ``keys[j]`` its int64 shuffle key.
+    """
+    n = len(framed_records)
+    keys = np.asarray(keys, dtype="<i8")
+    parts: list[bytes] = []
+    bounds = np.zeros(num_shards + 1, dtype=np.int64)
+    position = 0
+    for r in range(num_shards):
+        members = range(r, n, num_shards)
+        block_keys = keys[r::num_shards].tobytes()
+        block = b"".join([block_keys] + [framed_records[j] for j in members])
+        parts.append(block)
+        position += len(block)
+        bounds[r + 1] = position
+    return b"".join(parts), bounds
+
+
+def parse_block(block: bytes, count: int) -> tuple[np.ndarray, list[bytes]]:
+    """Keys and framed records of one residue block holding ``count`` records."""
+    keys = np.frombuffer(block, dtype="<i8", count=count)
+    records: list[bytes] = []
+    pos = 8 * count
+    view = memoryview(block)
+    for _ in range(count):
+        (length,) = _U64.unpack_from(block, pos)
+        end = pos + 16 + length
+        records.append(bytes(view[pos:end]))
+        pos = end
+    if pos != len(block):
+        raise ValueError(f"spill block holds {len(block) - pos} unexpected trailing bytes")
+    return keys, records
