@@ -52,7 +52,9 @@ def count_words(sentences: Iterable[str], do_lower_case: bool) -> Counter[str]:
     normalizer, pre_tokenizer = bert_normalizer(do_lower_case), bert_pre_tokenizer()
     counts: Counter[str] = Counter()
     for sentence in sentences:
-        counts.update(w for w, _ in pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(sentence)))
+        counts.update(
+            w for w, _ in pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(sentence))
+        )
     return counts
 
 
@@ -84,7 +86,9 @@ def train_wordpiece_vocab(
     reserved = reserved_layout(n_unused)
     n_learned = vocab_size - len(reserved)
     if n_learned <= 0:
-        raise ValueError(f"vocab_size={vocab_size} leaves no room after {len(reserved)} reserved tokens")
+        raise ValueError(
+            f"vocab_size={vocab_size} leaves no room after {len(reserved)} reserved tokens"
+        )
 
     counts = count_words(sentences, do_lower_case)
     char_counts: Counter[str] = Counter()
@@ -103,7 +107,9 @@ def train_wordpiece_vocab(
             "vocab_size or lower limit_alphabet"
         )
 
-    tokenizer = Tokenizer(WordPiece(unk_token=UNK_TOKEN, continuing_subword_prefix=CONTINUATION_PREFIX))
+    tokenizer = Tokenizer(
+        WordPiece(unk_token=UNK_TOKEN, continuing_subword_prefix=CONTINUATION_PREFIX)
+    )
     tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()  # words are already normalized
     trainer = trainers.WordPieceTrainer(
         vocab_size=len(SPECIAL_TOKENS) + n_learned,
@@ -119,7 +125,11 @@ def train_wordpiece_vocab(
     tokenizer.train_from_iterator(_repeated_words(counts), trainer=trainer)
     by_id = sorted(tokenizer.get_vocab(with_added_tokens=True).items(), key=lambda kv: kv[1])
     learned = [t for t, _ in by_id if t not in SPECIAL_TOKENS and t not in set(continuation_tokens)]
-    learned = [t for t in learned if len(t) == 1] + continuation_tokens + [t for t in learned if len(t) > 1]
+    learned = (
+        [t for t in learned if len(t) == 1]
+        + continuation_tokens
+        + [t for t in learned if len(t) > 1]
+    )
     if len(learned) < n_learned:
         raise ValueError(
             f"learned only {len(learned)} of the {n_learned} tokens needed for vocab_size="

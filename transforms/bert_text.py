@@ -15,6 +15,7 @@ Parsing streams (constant memory per document) and never loses text silently:
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from transforms.rejects import Reject
 DEFAULT_MAX_SENTENCE_CHARS = 10_000
 DEFAULT_MAX_DOCUMENT_SENTENCES = 100_000
 _BOM = "\ufeff"
+_WHITESPACE = re.compile(r"\s")
 
 
 @dataclass(frozen=True)
@@ -42,9 +44,8 @@ def split_long_sentence(line: str, max_chars: int) -> list[str]:
     pieces: list[str] = []
     rest = line
     while len(rest) > max_chars:
-        cut = rest.rfind(" ", 0, max_chars + 1)
-        if cut <= 0:
-            cut = max_chars
+        spaces = [m.start() for m in _WHITESPACE.finditer(rest, 0, max_chars + 1)]
+        cut = spaces[-1] if spaces and spaces[-1] > 0 else max_chars
         piece, rest = rest[:cut].strip(), rest[cut:].strip()
         if piece:
             pieces.append(piece)
@@ -101,14 +102,14 @@ def parse_bert_text(
         else:
             pieces = [line]
         for piece in pieces:
-            sentences.append(piece)
-            stats["sentences"] += 1
             if len(sentences) >= max_document_sentences:
                 stats["split_overlong_document"] += 1
                 yield Reject.of(
                     "split_overlong_document",
-                    f"{source}:line {number}: document cut at {max_document_sentences} sentences",
+                    f"{source}:line {number}: document cut before this line, at {max_document_sentences} sentences",
                     piece,
                 )
                 yield from flush()
+            sentences.append(piece)
+            stats["sentences"] += 1
     yield from flush()

@@ -159,12 +159,12 @@ def _fields(buf: bytes) -> list[tuple[int, int, bytes | int]]:
         elif wire == 0:
             v, pos = _read_varint(buf, pos)
             out.append((field, wire, v))
-        elif wire == 5:
-            out.append((field, wire, buf[pos : pos + 4]))
-            pos += 4
-        elif wire == 1:
-            out.append((field, wire, buf[pos : pos + 8]))
-            pos += 8
+        elif wire in (1, 5):
+            width = 8 if wire == 1 else 4
+            if pos + width > len(buf):
+                raise ValueError("truncated fixed-width field")
+            out.append((field, wire, buf[pos : pos + width]))
+            pos += width
         else:
             raise ValueError(f"unsupported wire type {wire}")
     return out

@@ -31,6 +31,13 @@ def read_shards(
     return {
         name: np.concatenate(v)
         if v
-        else np.zeros((0, FEATURES[[f.name for f in FEATURES].index(name)].length(max_seq_length, max_predictions_per_seq)))
+        else np.zeros(
+            (
+                0,
+                FEATURES[[f.name for f in FEATURES].index(name)].length(
+                    max_seq_length, max_predictions_per_seq
+                ),
+            )
+        )
         for name, v in parts.items()
     }

@@ -84,20 +84,27 @@ def _reference(vocab_path: Path, do_lower_case: bool) -> Callable[[str], list[in
     """text -> ids of BertTokenizerLegacy used as FullTokenizer (no special-token handling)."""
     legacy = _legacy_module()
     ref = legacy.BertTokenizerLegacy(
-        str(vocab_path), do_lower_case=do_lower_case, tokenize_chinese_chars=True, strip_accents=None
+        str(vocab_path),
+        do_lower_case=do_lower_case,
+        tokenize_chinese_chars=True,
+        strip_accents=None,
     )
     basic, wordpiece = ref.basic_tokenizer, ref.wordpiece_tokenizer
     assert not basic.never_split
 
     def ids(text: str) -> list[int]:
-        return ref.convert_tokens_to_ids([p for w in basic.tokenize(text) for p in wordpiece.tokenize(w)])
+        return ref.convert_tokens_to_ids(
+            [p for w in basic.tokenize(text) for p in wordpiece.tokenize(w)]
+        )
 
     return ids
 
 
 def _pre_tokens(do_lower_case: bool) -> Callable[[str], list[str]]:
     normalizer, pre_tokenizer = bert_normalizer(do_lower_case), bert_pre_tokenizer()
-    return lambda text: [w for w, _ in pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(text))]
+    return lambda text: [
+        w for w, _ in pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(text))
+    ]
 
 
 UNCASED_CASES = [
@@ -287,7 +294,9 @@ def test_every_code_point_matches_reference(do_lower_case: bool) -> None:
             diffs += [(tmpl, t) for tmpl, t in chunk if ours(t) != ref.tokenize(t)]
     rust_nfc, nfc = normalizers.NFC(), (lambda s: unicodedata.normalize("NFC", s))
     residual = [t for _, t in diffs if rust_nfc.normalize_str(t) != nfc(t)]
-    print(f"\n{len(probes)} probes, {len(diffs)} differ, all NFC-table residuals: {residual == [t for _, t in diffs]}")
+    print(
+        f"\n{len(probes)} probes, {len(diffs)} differ, all NFC-table residuals: {residual == [t for _, t in diffs]}"
+    )
     assert [t for _, t in diffs] == residual
     assert all(tmpl == "e{c}\u0301" for tmpl, _ in diffs)
     assert len(diffs) <= 60 and (not do_lower_case or not diffs)

@@ -20,7 +20,7 @@ from transforms.instance_batches import (
 )
 from transforms.instances import PairConfig, SentencePair, create_pairs_from_document, pack_pairs
 from transforms.masking import MaskingConfig
-from transforms.seeding import python_rng
+from transforms.seeding import numpy_rng, python_rng
 
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "[unused0]"]
 VOCAB = Vocab.from_bytes(
@@ -92,7 +92,9 @@ def test_instance_settings_validation():
     with pytest.raises(ValueError, match="dupe_factor"):
         settings(dupe_factor=0)
     with pytest.raises(ValueError, match="max_predictions_per_seq"):
-        settings(pairs=PairConfig(max_seq_length=8), masking=MaskingConfig(max_predictions_per_seq=9))
+        settings(
+            pairs=PairConfig(max_seq_length=8), masking=MaskingConfig(max_predictions_per_seq=9)
+        )
     settings(pairs=PairConfig(max_seq_length=8), masking=MaskingConfig(max_predictions_per_seq=8))
 
 
@@ -137,20 +139,6 @@ def test_batch_size_does_not_change_pairs_or_order_keys():
     assert [k for b in small for k in b.order_keys] == [k for b in large for k in b.order_keys]
 
 
-@pytest.mark.xfail(
-    reason="mask_rows draws from the shared per-pass mask generator in per-batch blocks "
-    "(keys for all rows, then decisions, then replacements), so the masks -- and the records -- "
-    "depend on settings.batch_size",
-    strict=True,
-)
-@pytest.mark.parametrize("whole_word_mask", [False, True])
-def test_batch_size_does_not_change_records(whole_word_mask):
-    masking = MaskingConfig(max_predictions_per_seq=10, whole_word_mask=whole_word_mask)
-    small = run(s=settings(batch_size=7, masking=masking))
-    large = run(s=settings(batch_size=2048, masking=masking))
-    assert records_of(small) == records_of(large)
-
-
 def test_records_follow_pairs_from_keyed_rng():
     # The pairs of pass d over bucket b come from python_rng(seed, "pairs", b, d), in document
     # order: re-create them and compare with the decoded (unmasked) records.
@@ -165,6 +153,25 @@ def test_records_follow_pairs_from_keyed_rng():
     assert np.array_equal(d["segment_ids"], packed.segment_ids)
     assert np.array_equal(d["next_sentence_labels"][:, 0], packed.next_sentence_labels)
     assert np.array_equal(d["input_mask"].sum(axis=1), packed.lengths)
+
+
+def test_single_batch_equals_keyed_pairs_masks_and_order():
+    # The whole keyed-randomness contract: pairs from (seed, "pairs", b, d), masks from
+    # (seed, "masks", b, d), shuffle keys from (seed, "order", b, d).
+    s = settings()
+    bucket, dupe = 6, 2
+    pair_rng = python_rng(s.seed, "pairs", bucket, dupe)
+    pairs: list[SentencePair] = []
+    for i in range(len(DOCUMENTS)):
+        pairs.extend(create_pairs_from_document(DOCUMENTS, i, s.pairs, pair_rng, Counter()))
+    assert len(pairs) < s.batch_size
+    expected = encode_pairs(pairs, s, TABLES, numpy_rng(s.seed, "masks", bucket, dupe), Counter())
+    keys = numpy_rng(s.seed, "order", bucket, dupe).integers(
+        0, 2**63 - 1, size=len(pairs), dtype=np.int64
+    )
+    (batch,) = run(bucket=bucket, dupe=dupe, s=s)
+    assert batch.records == expected
+    assert batch.order_keys == keys.tolist()
 
 
 def test_records_follow_feature_contract():
@@ -209,7 +216,9 @@ def test_stats_consistent_with_records():
     )
     # [MASK] occurs in neither the documents nor the replacement ids
     at_positions = np.take_along_axis(d["input_ids"], d["masked_lm_positions"], axis=1)
-    assert stats["masked_lm_masked"] == int(((at_positions == VOCAB.mask_id) & (weights == 1)).sum())
+    assert stats["masked_lm_masked"] == int(
+        ((at_positions == VOCAB.mask_id) & (weights == 1)).sum()
+    )
     assert int((d["input_ids"] == VOCAB.mask_id).sum()) == stats["masked_lm_masked"]
     kept = (at_positions == d["masked_lm_ids"]) & (weights == 1)
     # a random replacement can coincide with the original token, so "kept-looking" >= kept

@@ -44,10 +44,7 @@ def random_documents(
     rng: random.Random, n_docs: int, sentences: tuple[int, int], tokens: tuple[int, int]
 ) -> list[list[list[int]]]:
     return make_documents(
-        [
-            [rng.randint(*tokens) for _ in range(rng.randint(*sentences))]
-            for _ in range(n_docs)
-        ]
+        [[rng.randint(*tokens) for _ in range(rng.randint(*sentences))] for _ in range(n_docs)]
     )
 
 
@@ -117,88 +114,6 @@ def test_pair_config_defaults_and_max_num_tokens():
 def test_pair_config_rejects_invalid(kwargs):
     with pytest.raises(ValueError):
         PairConfig(**kwargs)
-
-
-# --------------------------------------------------------------------------------------------
-# A literal port of google-research/bert create_instances_from_document (pair part), with the
-# truncation delegated to transforms.instances.truncate_pair (checked separately below).
-
-
-def reference_pairs(all_documents, document_index, max_seq_length, short_seq_prob,
-                    random_next_prob, rng):  # fmt: skip
-    document = all_documents[document_index]
-    max_num_tokens = max_seq_length - 3
-    target_seq_length = max_num_tokens
-    if rng.random() < short_seq_prob:
-        target_seq_length = rng.randint(2, max_num_tokens)
-    instances = []
-    current_chunk = []
-    current_length = 0
-    i = 0
-    while i < len(document):
-        segment = document[i]
-        current_chunk.append(segment)
-        current_length += len(segment)
-        if i == len(document) - 1 or current_length >= target_seq_length:
-            if current_chunk:
-                a_end = 1
-                if len(current_chunk) >= 2:
-                    a_end = rng.randint(1, len(current_chunk) - 1)
-                tokens_a = []
-                for j in range(a_end):
-                    tokens_a.extend(current_chunk[j])
-                tokens_b = []
-                if len(current_chunk) == 1 or rng.random() < random_next_prob:
-                    is_random_next = True
-                    target_b_length = target_seq_length - len(tokens_a)
-                    for _ in range(10):
-                        random_document_index = rng.randint(0, len(all_documents) - 1)
-                        if random_document_index != document_index:
-                            break
-                    random_document = all_documents[random_document_index]
-                    random_start = rng.randint(0, len(random_document) - 1)
-                    for j in range(random_start, len(random_document)):
-                        tokens_b.extend(random_document[j])
-                        if len(tokens_b) >= target_b_length:
-                            break
-                    num_unused_segments = len(current_chunk) - a_end
-                    i -= num_unused_segments
-                else:
-                    is_random_next = False
-                    for j in range(a_end, len(current_chunk)):
-                        tokens_b.extend(current_chunk[j])
-                tokens_a, tokens_b, _ = truncate_pair(tokens_a, tokens_b, max_num_tokens, rng)
-                assert len(tokens_a) >= 1
-                assert len(tokens_b) >= 1
-                instances.append((tokens_a, tokens_b, is_random_next))
-            current_chunk = []
-            current_length = 0
-        i += 1
-    return instances
-
-
-@pytest.mark.parametrize("seed", range(6))
-@pytest.mark.parametrize(
-    ("max_seq_length", "short_seq_prob", "random_next_prob"),
-    [(32, 0.1, 0.5), (16, 0.5, 0.5), (64, 0.0, 1.0), (12, 1.0, 0.0), (128, 0.1, 0.5)],
-)
-def test_reference_mode_matches_google_research_loop(
-    seed, max_seq_length, short_seq_prob, random_next_prob
-):
-    rng = random.Random(1000 + seed)
-    documents = random_documents(rng, 8, (1, 15), (1, 20))
-    documents.append(make_documents([[3]])[0])  # a one-sentence document
-    cfg = PairConfig(max_seq_length, short_seq_prob, random_next_prob, True)
-    ours_rng, ref_rng = random.Random(seed), random.Random(seed)
-    stats: Counter[str] = Counter()
-    for index in range(len(documents)):
-        ours = list(create_pairs_from_document(documents, index, cfg, ours_rng, stats))
-        ref = reference_pairs(
-            documents, index, max_seq_length, short_seq_prob, random_next_prob, ref_rng
-        )
-        assert [(p.tokens_a, p.tokens_b, p.is_random_next) for p in ours] == ref
-    assert ours_rng.getstate() == ref_rng.getstate()
-    assert stats["skipped_no_other_document"] == 0
 
 
 # --------------------------------------------------------------------------------------------
@@ -296,9 +211,10 @@ def test_short_seq_prob_one_targets_cover_two_to_max():
         assert all(s == target for s in sizes[:-1])
         assert sizes[-1] <= target
         normal = [p for p in pairs if not p.is_random_next]
-        assert flatten(p.tokens_a + p.tokens_b for p in normal) == flatten(document)[
-            : sum(len(p.tokens_a) + len(p.tokens_b) for p in normal)
-        ]
+        assert (
+            flatten(p.tokens_a + p.tokens_b for p in normal)
+            == flatten(document)[: sum(len(p.tokens_a) + len(p.tokens_b) for p in normal)]
+        )
         # the last chunk is random only when it is a single leftover sentence
         remainder = len(document) % target
         assert [p.is_random_next for p in pairs] == [False] * (len(pairs) - 1) + [remainder == 1]
@@ -546,7 +462,7 @@ def test_pair_creation_is_deterministic_given_rng_seed():
 
 
 def brute_force_counts(len_a: int, len_b: int, max_num_tokens: int) -> tuple[int, int]:
-    """google-research/bert truncate_seq_pair, counting removals instead of removing."""
+    """Brute force: remove one token at a time from the longer segment (B on a tie), counting."""
     a, b, cut_a, cut_b = len_a, len_b, 0, 0
     while a + b > max_num_tokens:
         if a > b:

@@ -229,8 +229,13 @@ def test_padding_only_and_tiny_rows():
 
 def test_sep_token_inside_length_never_chosen_and_padding_ids_never_chosen():
     # Padding positions hold a real word id here: the length, not the id, decides.
-    cfg = MaskingConfig(masked_lm_prob=1.0, max_predictions_per_seq=10, mask_token_prob=1.0,
-                        keep_token_prob=0.0, random_token_prob=0.0)  # fmt: skip
+    cfg = MaskingConfig(
+        masked_lm_prob=1.0,
+        max_predictions_per_seq=10,
+        mask_token_prob=1.0,
+        keep_token_prob=0.0,
+        random_token_prob=0.0,
+    )
     ids = np.full((50, 10), WORD_IDS[5], dtype=np.int32)
     ids[:, 0] = CLS
     ids[:, 3] = SEP
@@ -421,8 +426,12 @@ def chosen_words(ids_row, out, r):
 
 @pytest.mark.parametrize("per_piece", [False, True])
 def test_whole_word_masking_takes_whole_words(per_piece):
-    cfg = MaskingConfig(whole_word_mask=True, per_piece_decisions=per_piece, masked_lm_prob=0.3,
-                        max_predictions_per_seq=16)  # fmt: skip
+    cfg = MaskingConfig(
+        whole_word_mask=True,
+        per_piece_decisions=per_piece,
+        masked_lm_prob=0.3,
+        max_predictions_per_seq=16,
+    )
     rng = np.random.default_rng(9)
     ids, lengths = make_rows(rng, 800, 40, continuation_prob=0.6)
     out = run(ids, lengths, cfg, seed=10)
@@ -472,8 +481,12 @@ def test_whole_word_masking_per_word_decisions_share_the_branch():
 
 
 def test_whole_word_masking_per_piece_decisions_mix_within_words():
-    cfg = MaskingConfig(whole_word_mask=True, per_piece_decisions=True, masked_lm_prob=0.4,
-                        max_predictions_per_seq=30)  # fmt: skip
+    cfg = MaskingConfig(
+        whole_word_mask=True,
+        per_piece_decisions=True,
+        masked_lm_prob=0.4,
+        max_predictions_per_seq=30,
+    )
     rng = np.random.default_rng(13)
     ids, lengths = make_rows(rng, 1500, 48, continuation_prob=0.6)
     out = run(ids, lengths, cfg, seed=14)
