@@ -18,11 +18,11 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline.counting import CountingDoFn
 from pipeline.stats import STATS_TAG
+from pipeline.tokenize_documents import DocumentRef
 from transforms.instance_batches import InstanceSettings, TokenTables, record_batches
 from transforms.seeding import stable_hash64
 from transforms.shard_layout import spill_layout
 from transforms.tfrecord import frame_record
-from transforms.token_documents import TokenizedDocument
 
 
 def bucket_count(num_documents: int, bucket_size: int) -> int:
@@ -72,13 +72,13 @@ class CreateInstancesFn(CountingDoFn):
         self._spill_dir = spill_dir
         self._num_shards = num_shards
 
-    def process(self, element: tuple[int, list[TokenizedDocument]]):
-        bucket, documents = element
-        ordered = sorted(documents, key=lambda d: d.key)
+    def process(self, element: tuple[int, list[DocumentRef]]):
+        bucket, refs = element
+        ordered = sorted(refs, key=lambda d: d.key)
         self.stats["buckets"] += 1
         if len(ordered) == 1:
             self.stats["single_document_buckets"] += 1
-        sentences = [d.sentences() for d in ordered]
+        sentences = [ref.load().sentences() for ref in ordered]
         for dupe in range(self._settings.dupe_factor):
             framed: list[bytes] = []
             keys: list[int] = []
@@ -95,7 +95,7 @@ class CreateInstancesFn(CountingDoFn):
 
 
 class CreateInstances(beam.PTransform):
-    """PCollection[TokenizedDocument] → outputs ``spills`` (TaskSpill) and ``stats``."""
+    """PCollection[DocumentRef] → outputs ``spills`` (TaskSpill) and ``stats``."""
 
     def __init__(
         self,

@@ -199,7 +199,9 @@ def build_pipeline(
         | "ReadFiles"
         >> ReadBertTextDocuments(config.max_sentence_chars, config.max_document_sentences)
     )
-    tokenized = read.documents | "Tokenize" >> TokenizeDocuments(vocab, config.do_lower_case)
+    tokenized = read.documents | "Tokenize" >> TokenizeDocuments(
+        vocab, config.do_lower_case, spill_dir
+    )
     created = tokenized.documents | "Instances" >> CreateInstances(
         settings, token_tables(vocab, config), config.bucket_size, spill_dir, config.num_shards
     )

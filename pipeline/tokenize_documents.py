@@ -1,8 +1,17 @@
-"""Tokenizing documents of sentences into compact id documents, on Beam workers."""
+"""Tokenizing documents of sentences into id documents, spilled to files on Beam workers.
+
+The token ids go to one spill file per bundle; only a small ``DocumentRef`` per document travels
+through Beam (to be grouped into buckets), so no runner has to hold the tokenized corpus in memory.
+"""
 
 from __future__ import annotations
 
+import uuid
+from dataclasses import dataclass
+
 import apache_beam as beam
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
 
 from pipeline.counting import CountingDoFn
 from pipeline.stats import REJECTS_TAG, STATS_TAG
@@ -13,17 +22,61 @@ from transforms.rejects import Reject
 from transforms.token_documents import TokenizedDocument
 
 
-class TokenizeFn(CountingDoFn):
-    """TextDocument → TokenizedDocument. Sentences that tokenize to nothing are dropped
-    (``dropped_empty_sentence``); a document left with none is rejected (``dropped_empty_document``)."""
+@dataclass(frozen=True)
+class DocumentRef:
+    """Where a tokenized document lies: ``size`` bytes at ``offset`` of the spill file ``path``."""
 
-    def __init__(self, vocab: Vocab, do_lower_case: bool) -> None:
+    key: str
+    path: str
+    offset: int
+    size: int
+    num_sentences: int
+
+    def load(self) -> TokenizedDocument:
+        with FileSystems.open(self.path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+            f.seek(self.offset)
+            data = f.read(self.size)
+        return TokenizedDocument.from_bytes(self.key, data, self.num_sentences)
+
+
+class TokenizeFn(CountingDoFn):
+    """TextDocument → DocumentRef (ids written to this bundle's spill file). Sentences that
+    tokenize to nothing are dropped (``dropped_empty_sentence``); a document left with none is
+    rejected (``dropped_empty_document``)."""
+
+    def __init__(self, vocab: Vocab, do_lower_case: bool, spill_dir: str) -> None:
         self._vocab = vocab
         self._do_lower_case = do_lower_case
+        self._spill_dir = spill_dir
         self._tokenizer: BertWordPieceTokenizer | None = None
 
     def setup(self) -> None:
         self._tokenizer = BertWordPieceTokenizer(self._vocab, self._do_lower_case)
+
+    def start_bundle(self) -> None:
+        super().start_bundle()
+        self._file = None
+        self._path = ""
+        self._written = 0
+
+    def finish_bundle(self):
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        yield from super().finish_bundle()
+
+    def _spill(self, document: TokenizedDocument) -> DocumentRef:
+        if self._file is None:
+            self._path = FileSystems.join(self._spill_dir, f"tokens-{uuid.uuid4().hex}.bin")
+            self._file = FileSystems.create(self._path)
+            self._written = 0
+        data = document.to_bytes()
+        self._file.write(data)
+        ref = DocumentRef(
+            document.key, self._path, self._written, len(data), document.num_sentences
+        )
+        self._written += len(data)
+        return ref
 
     def process(self, document: TextDocument):
         assert self._tokenizer is not None
@@ -43,15 +96,16 @@ class TokenizeFn(CountingDoFn):
         self.stats["tokens"] += sum(len(s) for s in kept)
         if len(kept) == 1:
             self.stats["one_sentence_documents"] += 1
-        yield TokenizedDocument.from_sentences(document.key, kept)
+        yield self._spill(TokenizedDocument.from_sentences(document.key, kept))
 
 
 class TokenizeDocuments(beam.PTransform):
-    """PCollection[TextDocument] → tagged outputs ``documents``, ``rejects``, ``stats``."""
+    """PCollection[TextDocument] → tagged outputs ``documents`` (DocumentRef), ``rejects``,
+    ``stats``."""
 
-    def __init__(self, vocab: Vocab, do_lower_case: bool) -> None:
+    def __init__(self, vocab: Vocab, do_lower_case: bool, spill_dir: str) -> None:
         super().__init__()
-        self._fn = TokenizeFn(vocab, do_lower_case)
+        self._fn = TokenizeFn(vocab, do_lower_case, spill_dir)
 
     def expand(self, documents):
         return documents | beam.ParDo(self._fn).with_outputs(

@@ -59,6 +59,9 @@ CJK_RANGES: tuple[tuple[int, int], ...] = (
     (0x2F800, 0x2FA1F),
 )
 _ASCII_PUNCT_RANGES = ((33, 47), (58, 64), (91, 96), (123, 126))
+# Case-ignorable characters (marks, apostrophes, ...) looked through between a cased letter and
+# a capital sigma; str.lower() has no limit, so longer runs are a (documented) residual.
+FINAL_SIGMA_LOOKBEHIND = 64
 _SIGMA = "\u03a3"
 _FINAL_SIGMA = "\u03c2"
 
@@ -156,7 +159,10 @@ def bert_normalizer(do_lower_case: bool) -> normalizers.Normalizer:
     steps += [normalizers.Replace(a, b) for a, b in t.nfc_fixups]
     if do_lower_case:
         cased, ignorable = _char_class(t.cased), _char_class(t.ignorable)
-        final_sigma = f"(?<={cased}{ignorable}*){_SIGMA}(?!{ignorable}*{cased})"
+        # Bounded look-behind: Oniguruma's unbounded one rescans from the start of the text on
+        # every failing match (quadratic on uppercase Greek).
+        lookbehind = f"{cased}{ignorable}{{0,{FINAL_SIGMA_LOOKBEHIND}}}"
+        final_sigma = f"(?<={lookbehind}){_SIGMA}(?!{ignorable}*{cased})"
         steps += [normalizers.Replace(Regex(final_sigma), _FINAL_SIGMA), normalizers.Lowercase()]
         steps += [normalizers.Replace(a, b) for a, b in t.nfd_fixups]
         steps += [normalizers.NFD(), normalizers.Replace(Regex(_char_class(t.mn)), "")]

@@ -99,6 +99,12 @@ def truncate_pair(
     return a, b, cut_a + cut_b
 
 
+def uniform_int(rng: random.Random, low: int, high: int) -> int:
+    """A uniform integer in [low, high] from one ``rng.random()`` draw: several times cheaper than
+    ``randint``, with a relative bias below ``(high - low + 1) / 2**53`` (nil for these ranges)."""
+    return min(high, low + int(rng.random() * (high - low + 1)))
+
+
 def _random_document_index(
     n_documents: int, document_index: int, cfg: PairConfig, rng: random.Random
 ) -> int | None:
@@ -107,13 +113,13 @@ def _random_document_index(
         # The reference: up to ten draws, keeping the last one even if it is this document.
         random_index = document_index
         for _ in range(10):
-            random_index = rng.randint(0, n_documents - 1)
+            random_index = uniform_int(rng, 0, n_documents - 1)
             if random_index != document_index:
                 break
         return random_index
     if n_documents < 2:
         return None
-    random_index = rng.randint(0, n_documents - 2)
+    random_index = uniform_int(rng, 0, n_documents - 2)
     return random_index + 1 if random_index >= document_index else random_index
 
 
@@ -136,7 +142,7 @@ def create_pairs_from_document(
     max_num_tokens = cfg.max_num_tokens
     target_seq_length = max_num_tokens
     if rng.random() < cfg.short_seq_prob:
-        target_seq_length = rng.randint(2, max_num_tokens)
+        target_seq_length = uniform_int(rng, 2, max_num_tokens)
         stats["short_target_documents"] += 1
 
     current_chunk: list[Sentence] = []
@@ -150,7 +156,7 @@ def create_pairs_from_document(
             if current_chunk:
                 a_end = 1
                 if len(current_chunk) >= 2:
-                    a_end = rng.randint(1, len(current_chunk) - 1)
+                    a_end = uniform_int(rng, 1, len(current_chunk) - 1)
                 tokens_a: list[int] = []
                 for j in range(a_end):
                     tokens_a.extend(current_chunk[j])
@@ -169,7 +175,7 @@ def create_pairs_from_document(
                         skip = True
                     else:
                         random_document = documents[random_index]
-                        random_start = rng.randint(0, len(random_document) - 1)
+                        random_start = uniform_int(rng, 0, len(random_document) - 1)
                         for j in range(random_start, len(random_document)):
                             tokens_b.extend(random_document[j])
                             if len(tokens_b) >= target_b_length:
@@ -219,25 +225,28 @@ class PackedPairs:
 def pack_pairs(
     pairs: Sequence[SentencePair], cls_id: int, sep_id: int, max_seq_length: int
 ) -> PackedPairs:
-    """Lays pairs out as fixed-length rows (see ``PackedPairs``)."""
-
+    """Lays pairs out as fixed-length rows (see ``PackedPairs``), in one vectorized scatter."""
     n = len(pairs)
+    len_a = np.fromiter((len(p.tokens_a) for p in pairs), dtype=np.int64, count=n)
+    len_b = np.fromiter((len(p.tokens_b) for p in pairs), dtype=np.int64, count=n)
+    lengths = len_a + len_b + 3
+    if n and lengths.max() > max_seq_length:
+        raise ValueError(
+            f"pair of {int(lengths.max())} tokens exceeds max_seq_length {max_seq_length}"
+        )
+    flat: list[int] = []
+    for p in pairs:
+        flat.append(cls_id)
+        flat.extend(p.tokens_a)
+        flat.append(sep_id)
+        flat.extend(p.tokens_b)
+        flat.append(sep_id)
+    rows = np.repeat(np.arange(n), lengths)
+    starts = np.cumsum(lengths) - lengths
+    cols = np.arange(len(flat)) - np.repeat(starts, lengths)
     input_ids = np.zeros((n, max_seq_length), dtype=np.int32)
-    segment_ids = np.zeros((n, max_seq_length), dtype=np.int8)
-    lengths = np.zeros(n, dtype=np.int32)
-    labels = np.zeros(n, dtype=np.int8)
-    for r, pair in enumerate(pairs):
-        la, lb = len(pair.tokens_a), len(pair.tokens_b)
-        total = la + lb + 3
-        if total > max_seq_length:
-            raise ValueError(f"pair of {total} tokens exceeds max_seq_length {max_seq_length}")
-        row = input_ids[r]
-        row[0] = cls_id
-        row[1 : la + 1] = pair.tokens_a
-        row[la + 1] = sep_id
-        row[la + 2 : la + 2 + lb] = pair.tokens_b
-        row[total - 1] = sep_id
-        segment_ids[r, la + 2 : total] = 1
-        lengths[r] = total
-        labels[r] = 1 if pair.is_random_next else 0
-    return PackedPairs(input_ids, segment_ids, lengths, labels)
+    input_ids[rows, cols] = np.asarray(flat, dtype=np.int32)
+    col = np.arange(max_seq_length)[None, :]
+    segment_ids = ((col >= (len_a + 2)[:, None]) & (col < lengths[:, None])).astype(np.int8)
+    labels = np.fromiter((p.is_random_next for p in pairs), dtype=np.int8, count=n)
+    return PackedPairs(input_ids, segment_ids, lengths.astype(np.int32), labels)

@@ -40,3 +40,17 @@ class TokenizedDocument:
         flat = self.ids.tolist()
         bounds = self.offsets.tolist()
         return [flat[bounds[i] : bounds[i + 1]] for i in range(len(bounds) - 1)]
+
+    def to_bytes(self) -> bytes:
+        """Serialized form: int64 sentence offsets (num_sentences + 1), then int32 ids."""
+        return self.offsets.astype("<i8").tobytes() + self.ids.astype("<i4").tobytes()
+
+    @classmethod
+    def from_bytes(cls, key: str, data: bytes, num_sentences: int) -> TokenizedDocument:
+        """Inverse of ``to_bytes``; raises ValueError when ``data`` has the wrong size."""
+        head = 8 * (num_sentences + 1)
+        offsets = np.frombuffer(data, dtype="<i8", count=num_sentences + 1)
+        if len(data) != head + 4 * int(offsets[-1]):
+            raise ValueError(f"document {key}: {len(data)} bytes do not match its offsets")
+        ids = np.frombuffer(data, dtype="<i4", offset=head)
+        return cls(key, ids, offsets)
