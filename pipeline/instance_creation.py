@@ -20,6 +20,7 @@ from pipeline.counting import CountingDoFn
 from pipeline.stats import STATS_TAG
 from pipeline.tokenize_documents import DocumentRef
 from transforms.instance_batches import InstanceSettings, TokenTables, record_batches
+from transforms.instances import BucketLayout
 from transforms.seeding import stable_hash64
 from transforms.shard_layout import spill_layout
 from transforms.tfrecord import frame_record
@@ -78,12 +79,14 @@ class CreateInstancesFn(CountingDoFn):
         self.stats["buckets"] += 1
         if len(ordered) == 1:
             self.stats["single_document_buckets"] += 1
-        sentences = [ref.load().sentences() for ref in ordered]
+        docs = [ref.load() for ref in ordered]
+        layout = BucketLayout.from_arrays([(d.ids, d.offsets) for d in docs])
+        del docs
         for dupe in range(self._settings.dupe_factor):
             framed: list[bytes] = []
             keys: list[int] = []
             for batch in record_batches(
-                sentences, bucket, dupe, self._settings, self._tables, self.stats
+                layout, bucket, dupe, self._settings, self._tables, self.stats
             ):
                 framed.extend(frame_record(r) for r in batch.records)
                 keys.extend(batch.order_keys)

@@ -16,11 +16,14 @@ import numpy as np
 
 from transforms.example_encoding import encode_examples
 from transforms.instances import (
+    BucketLayout,
     Document,
+    PackedPairs,
     PairConfig,
     SentencePair,
-    create_pairs_from_document,
+    create_pair_spans,
     pack_pairs,
+    pack_spans,
 )
 from transforms.masking import KEPT, MASKED, RANDOM, MaskingConfig, mask_rows
 from transforms.seeding import numpy_rng, python_rng
@@ -70,9 +73,20 @@ def encode_pairs(
     rng: np.random.Generator,
     stats: Counter[str],
 ) -> list[bytes]:
-    """Packs, masks and serializes ``pairs`` into records following the feature contract."""
+    """Packs, masks and serializes ``pairs`` (token lists) into records (see ``encode_packed``)."""
+    packed = pack_pairs(pairs, tables.cls_id, tables.sep_id, settings.pairs.max_seq_length)
+    return encode_packed(packed, settings, tables, rng, stats)
+
+
+def encode_packed(
+    packed: PackedPairs,
+    settings: InstanceSettings,
+    tables: TokenTables,
+    rng: np.random.Generator,
+    stats: Counter[str],
+) -> list[bytes]:
+    """Masks and serializes packed rows into records following the feature contract."""
     seq_len = settings.pairs.max_seq_length
-    packed = pack_pairs(pairs, tables.cls_id, tables.sep_id, seq_len)
     masked = mask_rows(
         packed.input_ids,
         packed.lengths,
@@ -106,7 +120,7 @@ def encode_pairs(
 
 
 def record_batches(
-    documents: Sequence[Document],
+    documents: BucketLayout | Sequence[Document],
     bucket: int,
     dupe: int,
     settings: InstanceSettings,
@@ -115,32 +129,62 @@ def record_batches(
 ) -> Iterator[RecordBatch]:
     """Yields dupe pass ``dupe``'s records for one bucket, in batches of ``settings.batch_size``.
 
-    ``documents`` must be in a deterministic order (the pipeline sorts them by key); each
-    holds at least one non-empty sentence. Passes are independent, so they run in parallel.
+    ``documents`` (a ``BucketLayout``, or token-list documents) must be in a deterministic order
+    (the pipeline sorts them by key); each holds at least one non-empty sentence. Passes are
+    independent, so they can run anywhere, in any order.
     """
+    layout = (
+        documents if isinstance(documents, BucketLayout) else BucketLayout.from_documents(documents)
+    )
     pair_rng = python_rng(settings.seed, "pairs", bucket, dupe)
     mask_rng = numpy_rng(settings.seed, "masks", bucket, dupe)
     order_rng = numpy_rng(settings.seed, "order", bucket, dupe)
-    pending: list[SentencePair] = []
-    for index in range(len(documents)):
-        for pair in create_pairs_from_document(documents, index, settings.pairs, pair_rng, stats):
-            pending.append(pair)
-            if len(pending) >= settings.batch_size:
-                yield _encode_batch(bucket, pending, settings, tables, mask_rng, order_rng, stats)
-                pending = []
-    if pending:
-        yield _encode_batch(bucket, pending, settings, tables, mask_rng, order_rng, stats)
+    pending: list[tuple[int, int, int, int, bool]] = []
+    for index in range(len(layout)):
+        pending.extend(create_pair_spans(layout, index, settings.pairs, pair_rng, stats))
+        if len(pending) >= settings.batch_size:
+            yield _encode_batch(
+                bucket,
+                pending[: settings.batch_size],
+                layout,
+                settings,
+                tables,
+                mask_rng,
+                order_rng,
+                stats,
+            )
+            pending = pending[settings.batch_size :]
+    while pending:
+        yield _encode_batch(
+            bucket,
+            pending[: settings.batch_size],
+            layout,
+            settings,
+            tables,
+            mask_rng,
+            order_rng,
+            stats,
+        )
+        pending = pending[settings.batch_size :]
 
 
 def _encode_batch(
     bucket: int,
-    pairs: list[SentencePair],
+    spans: list[tuple[int, int, int, int, bool]],
+    layout: BucketLayout,
     settings: InstanceSettings,
     tables: TokenTables,
     mask_rng: np.random.Generator,
     order_rng: np.random.Generator,
     stats: Counter[str],
 ) -> RecordBatch:
-    records = encode_pairs(pairs, settings, tables, mask_rng, stats)
+    packed = pack_spans(
+        layout.tokens,
+        np.asarray(spans, dtype=np.int64),
+        tables.cls_id,
+        tables.sep_id,
+        settings.pairs.max_seq_length,
+    )
+    records = encode_packed(packed, settings, tables, mask_rng, stats)
     keys = order_rng.integers(0, 2**63 - 1, size=len(records), dtype=np.int64).tolist()
     return RecordBatch(bucket, records, keys)

@@ -123,6 +123,141 @@ def _random_document_index(
     return random_index + 1 if random_index >= document_index else random_index
 
 
+@dataclass(frozen=True)
+class BucketLayout:
+    """A bucket's documents laid end to end in one flat token array.
+
+    Sentence ``i`` of document ``d`` is ``tokens[starts[d][i] : starts[d][i] + lengths[d][i]]``.
+    Pair creation works on these integers only; tokens are gathered once, vectorized, at packing.
+    """
+
+    tokens: np.ndarray
+    starts: list[list[int]]
+    lengths: list[list[int]]
+
+    @classmethod
+    def from_arrays(cls, documents: Sequence[tuple[np.ndarray, np.ndarray]]) -> BucketLayout:
+        """From (ids, sentence offsets) pairs, as ``TokenizedDocument`` holds them."""
+        starts: list[list[int]] = []
+        lengths: list[list[int]] = []
+        base = 0
+        for ids, offsets in documents:
+            bounds = np.asarray(offsets, dtype=np.int64)
+            starts.append((bounds[:-1] + base).tolist())
+            lengths.append(np.diff(bounds).tolist())
+            base += len(ids)
+        tokens = (
+            np.concatenate([np.asarray(ids, dtype=np.int32) for ids, _ in documents])
+            if documents
+            else np.zeros(0, dtype=np.int32)
+        )
+        return cls(tokens, starts, lengths)
+
+    @classmethod
+    def from_documents(cls, documents: Sequence[Document]) -> BucketLayout:
+        """From documents as lists of sentences of token ids."""
+        arrays = []
+        for doc in documents:
+            offsets = np.concatenate(([0], np.cumsum([len(s) for s in doc], dtype=np.int64)))
+            ids = np.fromiter((t for s in doc for t in s), dtype=np.int32, count=int(offsets[-1]))
+            arrays.append((ids, offsets))
+        return cls.from_arrays(arrays)
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+
+PairSpan = tuple[int, int, int, int, bool]
+"""(a_start, a_len, b_start, b_len, is_random_next): A and B as windows of the flat tokens."""
+
+
+def create_pair_spans(
+    layout: BucketLayout,
+    document_index: int,
+    cfg: PairConfig,
+    rng: random.Random,
+    stats: Counter[str],
+) -> Iterator[PairSpan]:
+    """Yields the sentence pairs of document ``document_index`` for one dupe pass, as spans.
+
+    The other documents of ``layout`` (a bucket) are where random B spans come from. Every
+    document must hold at least one sentence with at least one token. A is a run of whole
+    sentences from the chunk's start; B the rest of the chunk, or a run of sentences of another
+    document starting at a random sentence; both are then truncated (``truncate_pair``), so each
+    stays one contiguous window. ``stats`` gains ``pairs``, ``random_next``,
+    ``single_sentence_chunks`` (chunks whose B must be random), ``truncated_pairs``,
+    ``truncated_tokens``, ``short_target_documents`` and ``skipped_no_other_document``.
+    """
+    lengths = layout.lengths[document_index]
+    starts = layout.starts[document_index]
+    n_sentences = len(lengths)
+    n_documents = len(layout)
+    max_num_tokens = cfg.max_num_tokens
+    target_seq_length = max_num_tokens
+    if rng.random() < cfg.short_seq_prob:
+        target_seq_length = uniform_int(rng, 2, max_num_tokens)
+        stats["short_target_documents"] += 1
+
+    chunk_first = 0  # first sentence of the current chunk
+    chunk_size = 0  # sentences in the current chunk
+    chunk_tokens = 0
+    i = 0
+    while i < n_sentences:
+        if chunk_size == 0:
+            chunk_first = i
+        chunk_size += 1
+        chunk_tokens += lengths[i]
+        if i == n_sentences - 1 or chunk_tokens >= target_seq_length:
+            a_sentences = 1 if chunk_size < 2 else uniform_int(rng, 1, chunk_size - 1)
+            a_start = starts[chunk_first]
+            a_len = sum(lengths[chunk_first : chunk_first + a_sentences])
+            if chunk_size == 1:
+                stats["single_sentence_chunks"] += 1
+                is_random_next = True
+            else:
+                is_random_next = rng.random() < cfg.random_next_prob
+            b_start = b_len = 0
+            skip = False
+            if is_random_next:
+                target_b_length = target_seq_length - a_len
+                other = _random_document_index(n_documents, document_index, cfg, rng)
+                if other is None:
+                    skip = True
+                else:
+                    other_lengths = layout.lengths[other]
+                    first = uniform_int(rng, 0, len(other_lengths) - 1)
+                    b_start = layout.starts[other][first]
+                    for j in range(first, len(other_lengths)):
+                        b_len += other_lengths[j]
+                        if b_len >= target_b_length:
+                            break
+                # The chunk's sentences after A go back to the document.
+                i -= chunk_size - a_sentences
+            else:
+                b_start = starts[chunk_first + a_sentences]
+                b_len = chunk_tokens - a_len
+
+            if skip:
+                stats["skipped_no_other_document"] += 1
+            else:
+                cut_a, cut_b = truncation_counts(a_len, b_len, max_num_tokens)
+                if cut_a or cut_b:
+                    a_start += rng.getrandbits(cut_a).bit_count() if cut_a else 0
+                    b_start += rng.getrandbits(cut_b).bit_count() if cut_b else 0
+                    a_len -= cut_a
+                    b_len -= cut_b
+                    stats["truncated_pairs"] += 1
+                    stats["truncated_tokens"] += cut_a + cut_b
+                if a_len < 1 or b_len < 1:
+                    raise AssertionError("empty segment after truncation")
+                stats["pairs"] += 1
+                stats["random_next"] += int(is_random_next)
+                yield a_start, a_len, b_start, b_len, is_random_next
+            chunk_size = 0
+            chunk_tokens = 0
+        i += 1
+
+
 def create_pairs_from_document(
     documents: Sequence[Document],
     document_index: int,
@@ -130,79 +265,18 @@ def create_pairs_from_document(
     rng: random.Random,
     stats: Counter[str],
 ) -> Iterator[SentencePair]:
-    """Yields the sentence pairs of ``documents[document_index]`` for one dupe pass.
+    """``create_pair_spans`` on documents given as token lists, yielding the pairs' tokens.
 
-    ``documents`` are the other documents random B spans may come from (a bucket). Every
-    document must hold at least one sentence with at least one token. ``stats`` is updated with
-    ``pairs``, ``random_next``, ``single_sentence_chunks`` (chunks whose B must be random),
-    ``truncated_pairs``, ``truncated_tokens``, ``short_target_documents`` and
-    ``skipped_no_other_document``.
+    Convenient for inspection and tests; lays the documents out anew on every call.
     """
-    document = documents[document_index]
-    max_num_tokens = cfg.max_num_tokens
-    target_seq_length = max_num_tokens
-    if rng.random() < cfg.short_seq_prob:
-        target_seq_length = uniform_int(rng, 2, max_num_tokens)
-        stats["short_target_documents"] += 1
-
-    current_chunk: list[Sentence] = []
-    current_length = 0
-    i = 0
-    while i < len(document):
-        segment = document[i]
-        current_chunk.append(segment)
-        current_length += len(segment)
-        if i == len(document) - 1 or current_length >= target_seq_length:
-            if current_chunk:
-                a_end = 1
-                if len(current_chunk) >= 2:
-                    a_end = uniform_int(rng, 1, len(current_chunk) - 1)
-                tokens_a: list[int] = []
-                for j in range(a_end):
-                    tokens_a.extend(current_chunk[j])
-
-                tokens_b: list[int] = []
-                if len(current_chunk) == 1:
-                    stats["single_sentence_chunks"] += 1
-                    is_random_next = True
-                else:
-                    is_random_next = rng.random() < cfg.random_next_prob
-                skip = False
-                if is_random_next:
-                    target_b_length = target_seq_length - len(tokens_a)
-                    random_index = _random_document_index(len(documents), document_index, cfg, rng)
-                    if random_index is None:
-                        skip = True
-                    else:
-                        random_document = documents[random_index]
-                        random_start = uniform_int(rng, 0, len(random_document) - 1)
-                        for j in range(random_start, len(random_document)):
-                            tokens_b.extend(random_document[j])
-                            if len(tokens_b) >= target_b_length:
-                                break
-                    # The unused sentences of this chunk go back to the document.
-                    i -= len(current_chunk) - a_end
-                else:
-                    for j in range(a_end, len(current_chunk)):
-                        tokens_b.extend(current_chunk[j])
-
-                if skip:
-                    stats["skipped_no_other_document"] += 1
-                else:
-                    tokens_a, tokens_b, removed = truncate_pair(
-                        tokens_a, tokens_b, max_num_tokens, rng
-                    )
-                    if removed:
-                        stats["truncated_pairs"] += 1
-                        stats["truncated_tokens"] += removed
-                    if not tokens_a or not tokens_b:
-                        raise AssertionError("empty segment after truncation")
-                    stats["pairs"] += 1
-                    stats["random_next"] += int(is_random_next)
-                    yield SentencePair(tokens_a, tokens_b, is_random_next)
-            current_chunk = []
-            current_length = 0
-        i += 1
+    layout = BucketLayout.from_documents(documents)
+    flat = layout.tokens.tolist()
+    for a_start, a_len, b_start, b_len, is_random in create_pair_spans(
+        layout, document_index, cfg, rng, stats
+    ):
+        yield SentencePair(
+            flat[a_start : a_start + a_len], flat[b_start : b_start + b_len], is_random
+        )
 
 
 @dataclass(frozen=True)
@@ -222,31 +296,50 @@ class PackedPairs:
         return int(self.lengths.shape[0])
 
 
-def pack_pairs(
-    pairs: Sequence[SentencePair], cls_id: int, sep_id: int, max_seq_length: int
+def pack_spans(
+    tokens: np.ndarray,
+    spans: np.ndarray,
+    cls_id: int,
+    sep_id: int,
+    max_seq_length: int,
 ) -> PackedPairs:
-    """Lays pairs out as fixed-length rows (see ``PackedPairs``), in one vectorized scatter."""
-    n = len(pairs)
-    len_a = np.fromiter((len(p.tokens_a) for p in pairs), dtype=np.int64, count=n)
-    len_b = np.fromiter((len(p.tokens_b) for p in pairs), dtype=np.int64, count=n)
-    lengths = len_a + len_b + 3
-    if n and lengths.max() > max_seq_length:
+    """Lays span pairs out as fixed-length rows (see ``PackedPairs``), fully vectorized.
+
+    ``spans`` is an int64 (N, 5) array of ``PairSpan`` rows over the flat ``tokens``.
+    """
+    spans = np.asarray(spans, dtype=np.int64).reshape(-1, 5)
+    a0, la, b0, lb = (spans[:, k : k + 1] for k in range(4))
+    lengths = (la + lb + 3)[:, 0]
+    if len(spans) and lengths.max() > max_seq_length:
         raise ValueError(
             f"pair of {int(lengths.max())} tokens exceeds max_seq_length {max_seq_length}"
         )
-    flat: list[int] = []
-    for p in pairs:
-        flat.append(cls_id)
-        flat.extend(p.tokens_a)
-        flat.append(sep_id)
-        flat.extend(p.tokens_b)
-        flat.append(sep_id)
-    rows = np.repeat(np.arange(n), lengths)
-    starts = np.cumsum(lengths) - lengths
-    cols = np.arange(len(flat)) - np.repeat(starts, lengths)
-    input_ids = np.zeros((n, max_seq_length), dtype=np.int32)
-    input_ids[rows, cols] = np.asarray(flat, dtype=np.int32)
     col = np.arange(max_seq_length)[None, :]
-    segment_ids = ((col >= (len_a + 2)[:, None]) & (col < lengths[:, None])).astype(np.int8)
-    labels = np.fromiter((p.is_random_next for p in pairs), dtype=np.int8, count=n)
+    in_a = (col >= 1) & (col <= la)
+    in_b = (col >= la + 2) & (col < la + 2 + lb)
+    index = np.where(in_a, a0 + col - 1, np.where(in_b, b0 + col - la - 2, 0))
+    input_ids = np.where(in_a | in_b, tokens[index] if len(tokens) else 0, 0).astype(np.int32)
+    rows = np.arange(len(spans))
+    input_ids[:, 0] = cls_id
+    input_ids[rows, la[:, 0] + 1] = sep_id
+    input_ids[rows, lengths - 1] = sep_id
+    segment_ids = ((col >= la + 2) & (col < lengths[:, None])).astype(np.int8)
+    labels = spans[:, 4].astype(np.int8)
     return PackedPairs(input_ids, segment_ids, lengths.astype(np.int32), labels)
+
+
+def pack_pairs(
+    pairs: Sequence[SentencePair], cls_id: int, sep_id: int, max_seq_length: int
+) -> PackedPairs:
+    """Lays pairs given as token lists out as fixed-length rows (see ``pack_spans``)."""
+    flat: list[int] = []
+    spans = []
+    for p in pairs:
+        a0 = len(flat)
+        flat.extend(p.tokens_a)
+        b0 = len(flat)
+        flat.extend(p.tokens_b)
+        spans.append((a0, len(p.tokens_a), b0, len(p.tokens_b), int(p.is_random_next)))
+    return pack_spans(
+        np.asarray(flat, dtype=np.int32), np.asarray(spans), cls_id, sep_id, max_seq_length
+    )

@@ -6,6 +6,7 @@ Cheap to pickle between Beam stages (two numpy arrays instead of thousands of Py
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import chain
 from dataclasses import dataclass
 
 import numpy as np
