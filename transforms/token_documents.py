@@ -6,8 +6,8 @@ Cheap to pickle between Beam stages (two numpy arrays instead of thousands of Py
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import chain
 from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
 
@@ -25,7 +25,7 @@ class TokenizedDocument:
         lengths = np.fromiter((len(s) for s in sentences), dtype=np.int64, count=len(sentences))
         offsets = np.zeros(len(sentences) + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
-        ids = np.fromiter((t for s in sentences for t in s), dtype=np.int32, count=int(offsets[-1]))
+        ids = np.array(list(chain.from_iterable(sentences)), dtype=np.int32)
         return cls(key, ids, offsets)
 
     @property
