@@ -1,11 +1,14 @@
 """Benchmark of ``bertprep instances`` on a BERT-format corpus built from the shared books.
 
-    .venv/bin/python -m benchmarks.instances_benchmark --megabytes 30 120
+    .venv/bin/python -m benchmarks.instances_benchmark --megabytes 30 120 [--reference 30]
 
 For each size: builds the corpus (benchmarks/work/books-<MB>mb, reused when present), runs the job
-with Google's uncased vocab at seq 128, dupe_factor 5, as a new process, and reports wall time,
-instances/s and the peak resident memory of the whole process tree (launcher + Beam workers).
-Prints one Markdown table row per size for benchmarks/RESULTS.md.
+with Google's uncased vocab at seq 128, dupe_factor 5, as a new process, ``--repeat`` times, and
+reports the median wall time, instances/s and the largest peak resident memory of the whole
+process tree (launcher + Beam workers). ``--reference MB ...`` also runs google-research/bert's
+``create_pretraining_data.py`` (from the ``bert-tensorflow`` wheel on PyPI, downloaded into
+benchmarks/work, never committed) on the same corpus and settings, in the same session, so the
+ratio is measured side by side. Prints Markdown table rows for benchmarks/RESULTS.md.
 """
 
 from __future__ import annotations
@@ -29,6 +32,75 @@ def corpus(megabytes: float) -> Path:
     if not path.exists():
         build_corpus(path, int(megabytes * 1e6))
     return path
+
+
+def reference_package() -> Path:
+    """google-research/bert's scripts from the bert-tensorflow wheel (PyPI), unpacked in WORK."""
+    target = WORK / "reference"
+    if not (target / "bert" / "create_pretraining_data.py").exists():
+        import subprocess
+        import zipfile
+
+        WORK.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "-q",
+                "-d",
+                str(WORK),
+                "bert-tensorflow==1.0.4",
+            ],
+            check=True,
+        )
+        wheel = next(WORK.glob("bert_tensorflow-1.0.4-*.whl"))
+        with zipfile.ZipFile(wheel) as z:
+            z.extractall(target)
+    return target
+
+
+def run_reference(megabytes: float, args: argparse.Namespace) -> dict:
+    src = corpus(megabytes)
+    files = sorted(src.glob("*.txt"))
+    size = sum(f.stat().st_size for f in files)
+    out = WORK / f"reference-{megabytes:g}mb.tfrecord"
+    cmd = [
+        sys.executable,
+        "-m",
+        "bert.create_pretraining_data",
+        f"--input_file={','.join(str(f) for f in files)}",
+        f"--output_file={out}",
+        f"--vocab_file={CORPORA / 'vocab' / 'bert-base-uncased-vocab.txt'}",
+        "--do_lower_case=True",
+        "--max_seq_length=128",
+        "--max_predictions_per_seq=20",
+        "--masked_lm_prob=0.15",
+        "--random_seed=12345",
+        f"--dupe_factor={args.dupe_factor}",
+        "--short_seq_prob=0.1",
+    ]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(reference_package()))
+    m = measure(cmd, env=env)
+    if m.returncode != 0:
+        raise SystemExit(f"reference run failed:\n{m.output[-4000:]}")
+    import re
+
+    found = re.findall(r"Wrote (\d+) total instances", m.output)
+    instances = int(found[-1]) if found else 0
+    out.unlink(missing_ok=True)
+    return {
+        "corpus_mb": round(size / 1e6, 1),
+        "documents": "",
+        "tokens": "",
+        "instances": instances,
+        "wall_s": round(m.wall_seconds, 1),
+        "instances_per_s": round(instances / m.wall_seconds),
+        "peak_rss_mb": round(m.peak_rss_bytes / 2**20),
+        "mode": "google-research/bert (1 process)",
+    }
 
 
 def run_one(megabytes: float, args: argparse.Namespace) -> dict:
@@ -61,9 +133,17 @@ def run_one(megabytes: float, args: argparse.Namespace) -> dict:
         f"--direct_num_workers={args.workers}",
     ]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    m = measure(cmd, env=env)
-    if m.returncode != 0:
-        raise SystemExit(f"benchmark run failed:\n{m.output[-4000:]}")
+    runs = []
+    for _ in range(args.repeat):
+        shutil.rmtree(out, ignore_errors=True)
+        m = measure(cmd, env=env)
+        if m.returncode != 0:
+            raise SystemExit(f"benchmark run failed:\n{m.output[-4000:]}")
+        runs.append(m)
+    walls = sorted(r.wall_seconds for r in runs)
+    m = runs[0]
+    m.wall_seconds = walls[len(walls) // 2]
+    m.peak_rss_bytes = max(r.peak_rss_bytes for r in runs)
     manifest = json.loads((out / "manifest.json").read_text())
     instances = manifest["totals"]["instances"]
     return {
@@ -85,16 +165,21 @@ def main() -> None:
     ap.add_argument("--num-shards", type=int, default=64)
     ap.add_argument("--mode", default="multi_processing")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--repeat", type=int, default=3, help="runs per size; the median is reported")
+    ap.add_argument(
+        "--reference", type=float, nargs="*", default=[], help="sizes (MB) to run the reference on"
+    )
     args = ap.parse_args()
     today = datetime.date.today().isoformat()
     print(
         "| date | corpus MB | documents | tokens | instances | wall s | instances/s | peak RSS MB | mode |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
-    for mb in args.megabytes:
-        r = run_one(mb, args)
+    jobs = [(mb, run_one) for mb in args.megabytes] + [(mb, run_reference) for mb in args.reference]
+    for mb, job in jobs:
+        r = job(mb, args)
         print(
-            f"| {today} | {r['corpus_mb']} | {r['documents']:,} | {r['tokens']:,} | "
+            f"| {today} | {r['corpus_mb']} | {r['documents']:{',' if r['documents'] != '' else ''}} | {r['tokens']:{',' if r['tokens'] != '' else ''}} | "
             f"{r['instances']:,} | {r['wall_s']} | {r['instances_per_s']:,} | "
             f"{r['peak_rss_mb']:,} | {r['mode']} |",
             flush=True,

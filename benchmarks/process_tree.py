@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import threading
 import time
 from dataclasses import dataclass
 
@@ -53,23 +52,18 @@ class Measurement:
 
 
 def measure(cmd: list[str], env: dict | None = None, interval_s: float = 0.1) -> Measurement:
-    """Runs ``cmd``, sampling the process tree's total RSS every ``interval_s`` seconds."""
-    start = time.monotonic()
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True
-    )
-    peak = 0
-    done = threading.Event()
+    """Runs ``cmd`` until its main process exits, sampling the process tree's total RSS every
+    ``interval_s`` seconds. Output goes to a temporary file, not a pipe, so helper processes that
+    outlive the main one (Beam's worker pool shutting down) do not extend the measured time."""
+    import tempfile
 
-    def sample() -> None:
-        nonlocal peak
-        while not done.is_set():
+    with tempfile.TemporaryFile(mode="w+") as log:
+        start = time.monotonic()
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, text=True)
+        peak = 0
+        while proc.poll() is None:
             peak = max(peak, tree_rss_bytes(proc.pid))
             time.sleep(interval_s)
-
-    t = threading.Thread(target=sample, daemon=True)
-    t.start()
-    output, _ = proc.communicate()
-    done.set()
-    t.join()
-    return Measurement(proc.returncode, time.monotonic() - start, peak, output)
+        wall = time.monotonic() - start
+        log.seek(0)
+        return Measurement(proc.returncode, wall, peak, log.read())

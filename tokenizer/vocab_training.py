@@ -124,19 +124,16 @@ def train_wordpiece_vocab(
     )
     tokenizer.train_from_iterator(_repeated_words(counts), trainer=trainer)
     by_id = sorted(tokenizer.get_vocab(with_added_tokens=True).items(), key=lambda kv: kv[1])
-    learned = [t for t, _ in by_id if t not in SPECIAL_TOKENS and t not in set(continuation_tokens)]
-    learned = (
-        [t for t in learned if len(t) == 1]
-        + continuation_tokens
-        + [t for t in learned if len(t) > 1]
-    )
+    registered = {*SPECIAL_TOKENS, *continuation_tokens}
+    merged = [t for t, _ in by_id if t not in registered and len(t) > 1]
+    learned = alphabet + continuation_tokens + merged
     if len(learned) < n_learned:
         raise ValueError(
             f"learned only {len(learned)} of the {n_learned} tokens needed for vocab_size="
             f"{vocab_size} (min_frequency={min_frequency}): too little text; lower vocab_size "
             "or min_frequency, or train on more text"
         )
-    vocab = reserved + learned[:n_learned]
-    if len(set(vocab)) != len(vocab):
-        raise ValueError("internal error: duplicate tokens in the trained vocabulary")
+    vocab = reserved + learned
+    if len(vocab) != vocab_size or len(set(vocab)) != vocab_size:
+        raise AssertionError(f"internal error: {len(vocab)} tokens, {len(set(vocab))} distinct")
     return vocab

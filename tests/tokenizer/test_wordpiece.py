@@ -16,6 +16,7 @@ import time
 import unicodedata
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from tokenizers import normalizers
@@ -23,6 +24,7 @@ from tokenizers import normalizers
 from tokenizer.vocab import Vocab
 from tokenizer.wordpiece import (
     BERT_NORMALIZATION_VERSION,
+    FINAL_SIGMA_LOOKBEHIND,
     MAX_INPUT_CHARS_PER_WORD,
     BertWordPieceTokenizer,
     bert_normalizer,
@@ -41,15 +43,11 @@ TINY_TOKENS = [
 ]  # fmt: skip
 
 
-def _tiny_vocab_file(tmp_path: Path) -> Path:
+@pytest.fixture
+def tiny_vocab_path(tmp_path: Path) -> Path:
     path = tmp_path / "vocab.txt"
     path.write_text("\n".join(TINY_TOKENS) + "\n", encoding="utf-8")
     return path
-
-
-@pytest.fixture
-def tiny_vocab_path(tmp_path: Path) -> Path:
-    return _tiny_vocab_file(tmp_path)
 
 
 @pytest.fixture
@@ -61,7 +59,7 @@ def _require(what: str, available: bool) -> None:
     """Missing test inputs fail in CI and skip elsewhere."""
     if available:
         return
-    if os.environ.get("CI"):
+    if os.environ.get("CI", "").lower() not in ("", "0", "false"):
         pytest.fail(f"{what} is required in CI")
     pytest.skip(f"{what} not available")
 
@@ -71,7 +69,7 @@ def _corpora() -> Path:
     return CORPORA
 
 
-def _legacy_module():
+def _legacy_module() -> ModuleType:
     try:
         from transformers.models.bert import tokenization_bert_legacy
     except ImportError:
@@ -178,6 +176,25 @@ def test_new_unicode_punctuation_follows_unicodedata(tiny_vocab: Vocab) -> None:
         pytest.skip(f"Python's Unicode {unicodedata.unidata_version} predates U+2E55")
     tok = BertWordPieceTokenizer(tiny_vocab, do_lower_case=True)
     assert tok.tokenize("x\u2e55y") == ["x", "\u2e55", "y"]
+
+
+def test_final_sigma_lookbehind_bound() -> None:
+    """Documented residual: str.lower() looks through any number of case-ignorables, we 64."""
+    pre_tokens = _pre_tokens(do_lower_case=True)
+    near, far = (
+        "A" + "'" * FINAL_SIGMA_LOOKBEHIND + "Σ",
+        "A" + "'" * (FINAL_SIGMA_LOOKBEHIND + 1) + "Σ",
+    )
+    assert pre_tokens(near)[-1] == near.lower()[-1] == "ς"
+    assert pre_tokens(far)[-1] == "σ" != far.lower()[-1]
+
+
+def test_uppercase_greek_is_linear_time(tiny_vocab: Vocab) -> None:
+    """An unbounded Oniguruma look-behind took 24 s for 80 kB of "ΣΑΣ " (quadratic)."""
+    tok = BertWordPieceTokenizer(tiny_vocab, do_lower_case=True)
+    started = time.perf_counter()
+    assert len(tok.encode("ΣΑΣ " * 50_000)) == 50_000
+    assert time.perf_counter() - started < 5
 
 
 def test_encode_batch_matches_encode(tiny_vocab: Vocab) -> None:
@@ -298,7 +315,8 @@ def test_every_code_point_matches_reference(do_lower_case: bool) -> None:
         f"\n{len(probes)} probes; {len(diffs)} differ, {len(residual)} of them NFC-table residuals"
     )
     assert diffs == residual
-    assert not diffs if do_lower_case else len(diffs) <= 60
+    # 51 marks on Python 3.11 (Unicode 14); newer Pythons add a few more.
+    assert not diffs if do_lower_case else len(diffs) <= 100
 
 
 def _book_lines(path: Path) -> Iterator[str]:

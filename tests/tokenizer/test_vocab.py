@@ -1,0 +1,164 @@
+"""tokenizer.vocab: parsing vocab.txt, its checks, and the derived tables."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tokenizer.vocab import REQUIRED_SPECIAL_TOKENS, Vocab, VocabError
+
+CORPORA = Path(__file__).resolve().parents[2].parent / "shared" / "corpora"
+
+BASIC = [
+    "[PAD]",
+    "[unused0]",
+    "[UNK]",
+    "[CLS]",
+    "[SEP]",
+    "[MASK]",
+    "the",
+    "##s",
+    "cat",
+    "##at",
+    "!",
+]
+
+
+def _vocab(tokens: list[str]) -> Vocab:
+    return Vocab.from_bytes(("\n".join(tokens) + "\n").encode("utf-8"))
+
+
+def test_parses_tokens_ids_and_digest() -> None:
+    data = ("\n".join(BASIC) + "\n").encode("utf-8")
+    vocab = Vocab.from_bytes(data)
+    assert vocab.tokens == tuple(BASIC)
+    assert len(vocab) == len(BASIC)
+    assert vocab.sha256 == hashlib.sha256(data).hexdigest()
+    assert (vocab.pad_id, vocab.unk_id, vocab.cls_id, vocab.sep_id, vocab.mask_id) == (
+        0,
+        2,
+        3,
+        4,
+        5,
+    )
+    assert vocab.id_of("cat") == 8
+
+
+def test_line_endings_and_blank_lines() -> None:
+    vocab = Vocab.from_bytes(b"[PAD]\r\n[UNK]\r\n\r\n[CLS]\r\n[SEP]\r\n[MASK]\r\nx \r\n\r\n\r\n")
+    # a blank line inside keeps its id (ids are line numbers); trailing blank lines are dropped
+    assert vocab.tokens == ("[PAD]", "[UNK]", "", "[CLS]", "[SEP]", "[MASK]", "x")
+    assert vocab.id_of("x") == 6
+
+
+def test_duplicate_token_keeps_first_id() -> None:
+    vocab = _vocab([*BASIC, "cat"])
+    assert vocab.id_of("cat") == 8
+    assert len(vocab) == len(BASIC) + 1
+
+
+@pytest.mark.parametrize("missing", REQUIRED_SPECIAL_TOKENS[1:])
+def test_missing_special_token_is_named(missing: str) -> None:
+    with pytest.raises(VocabError) as err:
+        _vocab([t for t in BASIC if t != missing])
+    # "vocab lacks required special token(s) [MASK]; a BERT vocab needs [PAD], ..."
+    assert str(err.value).startswith(f"vocab lacks required special token(s) {missing};")
+
+
+def test_several_missing_special_tokens_are_all_named() -> None:
+    with pytest.raises(VocabError) as err:
+        _vocab(["[PAD]", "[UNK]", "the"])
+    assert str(err.value).startswith("vocab lacks required special token(s) [CLS], [SEP], [MASK];")
+
+
+def test_pad_must_be_id_zero() -> None:
+    with pytest.raises(VocabError, match=r"\[PAD\] must have id 0.*found id 1"):
+        _vocab(["[UNK]", "[PAD]", "[CLS]", "[SEP]", "[MASK]"])
+
+
+@pytest.mark.parametrize("data", [b"", b"\n", b"\n\n \n"])
+def test_empty_vocab(data: bytes) -> None:
+    with pytest.raises(VocabError, match="vocab is empty"):
+        Vocab.from_bytes(data)
+
+
+def test_invalid_utf8() -> None:
+    with pytest.raises(VocabError, match="not valid UTF-8"):
+        Vocab.from_bytes(b"[PAD]\n\xff\n")
+
+
+def test_vocab_error_is_value_error() -> None:
+    assert issubclass(VocabError, ValueError)
+
+
+def test_replacement_ids_exclude_bracketed_and_blank_tokens() -> None:
+    vocab = _vocab([*BASIC, "", "[x]", "[", "]", "[a]b", "##[", "ok"])
+    ids = vocab.replacement_ids()
+    assert ids.dtype == np.int32
+    assert [vocab.tokens[i] for i in ids] == [
+        "the", "##s", "cat", "##at", "!", "[", "]", "[a]b", "##[", "ok",
+    ]  # fmt: skip
+    everything = vocab.replacement_ids(include_special=True)
+    assert everything.dtype == np.int32
+    assert everything.tolist() == list(range(len(vocab)))
+
+
+def test_replacement_ids_need_an_ordinary_token() -> None:
+    vocab = _vocab(list(REQUIRED_SPECIAL_TOKENS) + ["[unused0]"])
+    with pytest.raises(VocabError, match="no ordinary tokens"):
+        vocab.replacement_ids()
+    assert len(vocab.replacement_ids(include_special=True)) == 6
+
+
+def test_continuation_mask() -> None:
+    vocab = _vocab([*BASIC, "#", "#x", "##", "a##"])
+    mask = vocab.continuation_mask()
+    assert mask.dtype == np.bool_
+    assert mask.shape == (len(vocab),)
+    assert [t for t, m in zip(vocab.tokens, mask, strict=True) if m] == ["##s", "##at", "##"]
+
+
+def test_from_file(tmp_path: Path) -> None:
+    path = tmp_path / "vocab.txt"
+    path.write_text("\n".join(BASIC) + "\n", encoding="utf-8")
+    assert Vocab.from_file(str(path)) == _vocab(BASIC)
+
+
+@pytest.mark.parametrize(
+    ("name", "size", "sha256"),
+    [
+        (
+            "bert-base-uncased-vocab.txt",
+            30522,
+            "07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3",
+        ),
+        (
+            "bert-base-cased-vocab.txt",
+            28996,
+            "eeaa9875b23b04b4c54ef759d03db9d1ba1554838f8fb26c5d96fa551df93d02",
+        ),
+    ],
+)
+def test_google_vocabularies(name: str, size: int, sha256: str) -> None:
+    path = CORPORA / "vocab" / name
+    if not path.is_file():
+        if os.environ.get("CI", "").lower() not in ("", "0", "false"):
+            pytest.fail(f"{path} is required in CI")
+        pytest.skip(f"{path} not available")
+    vocab = Vocab.from_file(str(path))
+    assert (len(vocab), vocab.sha256) == (size, sha256)
+    assert (vocab.pad_id, vocab.unk_id, vocab.cls_id, vocab.sep_id, vocab.mask_id) == (
+        0,
+        100,
+        101,
+        102,
+        103,
+    )
+    assert len(set(vocab.tokens)) == size
+    replacement = set(vocab.replacement_ids().tolist())
+    assert not replacement & {0, 1, 100, 101, 102, 103}
+    assert vocab.continuation_mask()[vocab.id_of("##s")]
