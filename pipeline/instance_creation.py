@@ -62,8 +62,25 @@ def write_atomically(path: str, data: bytes) -> None:
     FileSystems.rename([temp], [path])
 
 
+class ExpandDupePassesFn(CountingDoFn):
+    """(bucket, refs) → ((bucket, dupe), refs sorted by key) for every dupe pass: passes are
+    independent tasks, and only document references are copied, so they spread over workers."""
+
+    def __init__(self, dupe_factor: int) -> None:
+        self._dupe_factor = dupe_factor
+
+    def process(self, element: tuple[int, list[DocumentRef]]):
+        bucket, refs = element
+        ordered = sorted(refs, key=lambda d: d.key)
+        self.stats["buckets"] += 1
+        if len(ordered) == 1:
+            self.stats["single_document_buckets"] += 1
+        for dupe in range(self._dupe_factor):
+            yield (bucket, dupe), ordered
+
+
 class CreateInstancesFn(CountingDoFn):
-    """(bucket, documents) → one TaskSpill per dupe pass (records written to ``spill_dir``)."""
+    """((bucket, dupe), refs) → TaskSpill: the pass's records, written to ``spill_dir``."""
 
     def __init__(
         self, settings: InstanceSettings, tables: TokenTables, spill_dir: str, num_shards: int
@@ -73,28 +90,21 @@ class CreateInstancesFn(CountingDoFn):
         self._spill_dir = spill_dir
         self._num_shards = num_shards
 
-    def process(self, element: tuple[int, list[DocumentRef]]):
-        bucket, refs = element
-        ordered = sorted(refs, key=lambda d: d.key)
-        self.stats["buckets"] += 1
-        if len(ordered) == 1:
-            self.stats["single_document_buckets"] += 1
-        docs = [ref.load() for ref in ordered]
+    def process(self, element: tuple[tuple[int, int], list[DocumentRef]]):
+        (bucket, dupe), refs = element
+        docs = [ref.load() for ref in refs]
         layout = BucketLayout.from_arrays([(d.ids, d.offsets) for d in docs])
         del docs
-        for dupe in range(self._settings.dupe_factor):
-            framed: list[bytes] = []
-            keys: list[int] = []
-            for batch in record_batches(
-                layout, bucket, dupe, self._settings, self._tables, self.stats
-            ):
-                framed.extend(frame_record(r) for r in batch.records)
-                keys.extend(batch.order_keys)
-            data, bounds = spill_layout(framed, np.asarray(keys, dtype=np.int64), self._num_shards)
-            del framed
-            path = FileSystems.join(self._spill_dir, f"task-{bucket:06d}-{dupe:04d}.spill")
-            write_atomically(path, data)
-            yield TaskSpill(bucket, dupe, len(keys), path, bounds)
+        framed: list[bytes] = []
+        keys: list[int] = []
+        for batch in record_batches(layout, bucket, dupe, self._settings, self._tables, self.stats):
+            framed.extend(frame_record(r) for r in batch.records)
+            keys.extend(batch.order_keys)
+        data, bounds = spill_layout(framed, np.asarray(keys, dtype=np.int64), self._num_shards)
+        del framed
+        path = FileSystems.join(self._spill_dir, f"task-{bucket:06d}-{dupe:04d}.spill")
+        write_atomically(path, data)
+        yield TaskSpill(bucket, dupe, len(keys), path, bounds)
 
 
 class CreateInstances(beam.PTransform):
@@ -109,6 +119,7 @@ class CreateInstances(beam.PTransform):
         num_shards: int,
     ) -> None:
         super().__init__()
+        self._expand = ExpandDupePassesFn(settings.dupe_factor)
         self._fn = CreateInstancesFn(settings, tables, spill_dir, num_shards)
         self._seed = settings.seed
         self._bucket_size = bucket_size
@@ -125,6 +136,14 @@ class CreateInstances(beam.PTransform):
                 n=beam.pvalue.AsSingleton(num_documents),
             )
             | "GroupBuckets" >> beam.GroupByKey()
+        )
+        tasks = created | "ExpandDupePasses" >> beam.ParDo(self._expand).with_outputs(
+            STATS_TAG, main="tasks"
+        )
+        spilled = (
+            tasks.tasks
+            | "SpreadTasks" >> beam.Reshuffle()
             | "CreateInstances" >> beam.ParDo(self._fn).with_outputs(STATS_TAG, main="spills")
         )
-        return {"spills": created.spills, "stats": created[STATS_TAG]}
+        stats = (tasks[STATS_TAG], spilled[STATS_TAG]) | "FlattenStats" >> beam.Flatten()
+        return {"spills": spilled.spills, "stats": stats}

@@ -11,7 +11,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -76,7 +76,6 @@ class InstancesJobConfig:
     reference_random_next: bool = False
     reference_random_tokens: bool = False
     reference_whole_word_decisions: bool = False
-    extra: dict = field(default_factory=dict)
 
     def settings(self) -> InstanceSettings:
         return InstanceSettings(
@@ -296,7 +295,7 @@ def build_manifest(
     }
     return {
         "format": MANIFEST_FORMAT,
-        "config": {k: v for k, v in asdict(config).items() if k != "extra"} | config.extra,
+        "config": asdict(config),
         "features": {
             f.name: {
                 "dtype": f.dtype,
@@ -360,7 +359,8 @@ def run_instances_job(
     vocab, settings = check_config(config)
     files = expand_inputs(config.inputs)
     progress(f"{len(files)} input file(s), {sum(f.size_bytes for f in files):,} bytes")
-    FileSystems.mkdirs(config.output) if not FileSystems.exists(config.output) else None
+    if not FileSystems.exists(config.output):
+        FileSystems.mkdirs(config.output)
     _remove_previous_output(config)
 
     started = time.monotonic()

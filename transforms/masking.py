@@ -165,6 +165,13 @@ def word_groups(
     return groups
 
 
+def word_starts(ids: np.ndarray, candidate: np.ndarray, is_continuation: np.ndarray) -> np.ndarray:
+    """bool (N, L): True at the first piece of each candidate word (vectorized ``word_groups``)."""
+    previous = np.zeros_like(candidate)
+    previous[:, 1:] = candidate[:, :-1]
+    return candidate & ~(previous & is_continuation[ids])
+
+
 def _choose_whole_words(
     ids: np.ndarray,
     candidate: np.ndarray,
@@ -176,26 +183,50 @@ def _choose_whole_words(
     decisions: np.ndarray,
     counts: np.ndarray,
 ) -> None:
-    """Fills ``positions``/``decisions``/``counts`` in place with whole-word choices, row by row."""
-    for r in range(ids.shape[0]):
-        groups = word_groups(ids[r], candidate[r], is_continuation)
-        order = rng.permutation(len(groups))
+    """Fills ``positions``/``decisions``/``counts`` in place with whole-word choices.
+
+    Words get random keys (one draw per position, read at the word's first piece) and are taken
+    in key order while they fit the budget, a word that would overflow it being passed over.
+    The branch draw is read at the word's first piece (one choice per word) or at each piece
+    (``per_piece_decisions``). Random draws are made for the whole batch at once.
+    """
+    n, seq_len = ids.shape
+    starts = word_starts(ids, candidate, is_continuation)
+    # Word sizes: run length of each word, stored at its first piece.
+    word_index = np.cumsum(starts, axis=1) - 1  # per position, the index of its word in the row
+    flat_word = (np.arange(n)[:, None] * seq_len + word_index)[candidate]
+    sizes_by_word = np.bincount(flat_word, minlength=n * seq_len).reshape(n, seq_len)
+    sizes = np.where(starts, np.take_along_axis(sizes_by_word, np.maximum(word_index, 0), 1), 0)
+    keys = rng.random((n, seq_len))
+    keys[~starts] = 2.0
+    order = np.argsort(keys, axis=1, kind="stable")
+    branch_draws = _decide(rng.random((n, seq_len)), cfg)
+    n_words = starts.sum(axis=1)
+    for r in range(n):
         limit = int(budget[r])
-        chosen: list[tuple[int, int]] = []
-        for g in order.tolist():
-            if len(chosen) >= limit:
+        taken: list[int] = []
+        total = 0
+        row_sizes = sizes[r]
+        for start in order[r, : n_words[r]].tolist():
+            if total >= limit:
                 break
-            group = groups[g]
-            if len(chosen) + len(group) > limit:
+            size = int(row_sizes[start])
+            if total + size > limit:
                 continue
+            taken.extend(range(start, start + size))
+            total += size
+        taken.sort()
+        counts[r] = total
+        if total:
+            cols = np.asarray(taken)
+            positions[r, :total] = cols
             if cfg.per_piece_decisions:
-                branch = _decide(rng.random(len(group)), cfg).tolist()
+                decisions[r, :total] = branch_draws[r, cols]
             else:
-                branch = [int(_decide(rng.random(1), cfg)[0])] * len(group)
-            chosen.extend(zip(group, branch, strict=True))
-        chosen.sort()
-        k = len(chosen)
-        counts[r] = k
-        if k:
-            positions[r, :k] = [c[0] for c in chosen]
-            decisions[r, :k] = [c[1] for c in chosen]
+                decisions[r, :total] = branch_draws[r, _first_piece(starts[r], cols)]
+
+
+def _first_piece(row_starts: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """For each position in ``cols``, the position of the first piece of its word."""
+    start_positions = np.nonzero(row_starts)[0]
+    return start_positions[np.searchsorted(start_positions, cols, side="right") - 1]
