@@ -20,6 +20,8 @@ def make_pipeline_options(beam_args: list[str]) -> PipelineOptions:
     one worker per CPU. ``--direct_running_mode=multi_threading`` is refused: on Beam 2.77 it was
     seen silently losing records between a GroupByKey and the writer.
     """
+    if not any(a.startswith("--default_sdk_harness_log_level") for a in beam_args):
+        beam_args = [*beam_args, "--default_sdk_harness_log_level=WARNING"]
     options = PipelineOptions(beam_args)
     runner = options.view_as(StandardOptions).runner or "DirectRunner"
     direct = options.view_as(DirectOptions)
