@@ -20,6 +20,7 @@ from transforms.instances import (
     Document,
     PackedPairs,
     PairConfig,
+    PairSpan,
     SentencePair,
     create_pair_spans,
     pack_pairs,
@@ -139,52 +140,26 @@ def record_batches(
     pair_rng = python_rng(settings.seed, "pairs", bucket, dupe)
     mask_rng = numpy_rng(settings.seed, "masks", bucket, dupe)
     order_rng = numpy_rng(settings.seed, "order", bucket, dupe)
-    pending: list[tuple[int, int, int, int, bool]] = []
+
+    def encode(spans: list[PairSpan]) -> RecordBatch:
+        packed = pack_spans(
+            layout.tokens,
+            np.asarray(spans, dtype=np.int64),
+            tables.cls_id,
+            tables.sep_id,
+            settings.pairs.max_seq_length,
+        )
+        records = encode_packed(packed, settings, tables, mask_rng, stats)
+        keys = order_rng.integers(0, 2**63 - 1, size=len(records), dtype=np.int64).tolist()
+        return RecordBatch(bucket, records, keys)
+
+    size = settings.batch_size
+    pending: list[PairSpan] = []
     for index in range(len(layout)):
         pending.extend(create_pair_spans(layout, index, settings.pairs, pair_rng, stats))
-        if len(pending) >= settings.batch_size:
-            yield _encode_batch(
-                bucket,
-                pending[: settings.batch_size],
-                layout,
-                settings,
-                tables,
-                mask_rng,
-                order_rng,
-                stats,
-            )
-            pending = pending[settings.batch_size :]
+        if len(pending) >= size:
+            yield encode(pending[:size])
+            pending = pending[size:]
     while pending:
-        yield _encode_batch(
-            bucket,
-            pending[: settings.batch_size],
-            layout,
-            settings,
-            tables,
-            mask_rng,
-            order_rng,
-            stats,
-        )
-        pending = pending[settings.batch_size :]
-
-
-def _encode_batch(
-    bucket: int,
-    spans: list[tuple[int, int, int, int, bool]],
-    layout: BucketLayout,
-    settings: InstanceSettings,
-    tables: TokenTables,
-    mask_rng: np.random.Generator,
-    order_rng: np.random.Generator,
-    stats: Counter[str],
-) -> RecordBatch:
-    packed = pack_spans(
-        layout.tokens,
-        np.asarray(spans, dtype=np.int64),
-        tables.cls_id,
-        tables.sep_id,
-        settings.pairs.max_seq_length,
-    )
-    records = encode_packed(packed, settings, tables, mask_rng, stats)
-    keys = order_rng.integers(0, 2**63 - 1, size=len(records), dtype=np.int64).tolist()
-    return RecordBatch(bucket, records, keys)
+        yield encode(pending[:size])
+        pending = pending[size:]

@@ -219,3 +219,29 @@ def test_missing_input_is_a_clear_error(tmp_path, sample_vocab_path):
 
     with pytest.raises(NoInputFilesError, match="matched no files"):
         run_job(tmp_path, [str(tmp_path / "nothing-*.txt")], sample_vocab_path)
+
+
+def test_whole_word_masking_masks_whole_words(tmp_path, sample_corpus_files, sample_vocab_path):
+    manifest, out = run_job(
+        tmp_path, [str(p) for p in sample_corpus_files], sample_vocab_path, whole_word_mask=True
+    )
+    data = read_shards(shard_files(out), 128, 20)
+    vocab = Vocab.from_file(str(sample_vocab_path))
+    continuation = vocab.continuation_mask()
+    words_checked = 0
+    for i in range(len(data["input_ids"])):
+        k = int(data["masked_lm_weights"][i].sum())
+        positions = data["masked_lm_positions"][i, :k]
+        original = data["input_ids"][i].copy()
+        original[positions] = data["masked_lm_ids"][i, :k]
+        masked = set(positions.tolist())
+        for p in positions.tolist():
+            nxt = p + 1
+            if nxt < 128 and continuation[original[nxt]] and original[p] != vocab.sep_id:
+                assert nxt in masked, (i, p)  # the rest of the word goes with it
+                words_checked += 1
+            # ... and so does its start, unless the word was cut by truncation at a segment edge.
+            if continuation[original[p]] and original[p - 1] not in (vocab.cls_id, vocab.sep_id):
+                assert p - 1 in masked, (i, p)
+    assert words_checked > 100
+    assert manifest["config"]["whole_word_mask"] is True
