@@ -1,0 +1,85 @@
+"""``bertprep inspect``: decoded pretraining records, readable by a person (or as JSON)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from pipeline.commands.shard_set import add_shard_arguments, resolve_shard_set
+
+HELP = "show decoded records: segments A and B, masked tokens, the next-sentence label"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "inspect",
+        help=HELP,
+        description=HELP + ". Works on bertprep's shards and on google-research/bert's.",
+        formatter_class=lambda prog: argparse.ArgumentDefaultsHelpFormatter(prog, width=100),
+    )
+    add_shard_arguments(p, paths_help="shard files, globs or directories (local or gs://)")
+    p.add_argument("-n", type=int, default=5, help="records to show")
+    p.add_argument("--index", type=int, help="show only the record at this global index")
+    p.add_argument("--json", action="store_true", help="one JSON object per record")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace, extra: list[str]) -> int:
+    from shards.reader import Frames, ShardPathError, open_shard
+    from transforms.example_encoding import decode_example
+    from transforms.record_view import ViewIds, describe_record, render_record
+
+    if extra:
+        print(f"bertprep inspect: error: unknown arguments {' '.join(extra)}", file=sys.stderr)
+        return 2
+    try:
+        shard_set = resolve_shard_set(args)
+    except (ShardPathError, OSError, ValueError) as e:
+        print(f"bertprep inspect: error: {e}", file=sys.stderr)
+        return 2
+    if not args.json:
+        for note in shard_set.notes:
+            print(f"note: {note}", file=sys.stderr)
+    ids = ViewIds(shard_set.cls_id, shard_set.sep_id, shard_set.mask_id)
+    wanted = range(args.index, args.index + 1) if args.index is not None else range(args.n)
+    shown = 0
+    global_index = 0
+    status = 0
+    for shard in shard_set.paths:
+        with open_shard(shard) as stream:
+            frames = Frames(stream, shard)
+            for index, offset, data in frames:
+                if global_index in wanted:
+                    try:
+                        features = decode_example(data)
+                        description = describe_record(features, shard_set.tokens, ids)
+                    except (ValueError, KeyError, IndexError) as e:
+                        print(
+                            f"{shard}: record {index} at byte {offset}: not a pretraining "
+                            f"record ({e})",
+                            file=sys.stderr,
+                        )
+                        status = 1
+                    else:
+                        description |= {"shard": shard, "record": index, "index": global_index}
+                        if args.json:
+                            print(json.dumps(description, ensure_ascii=False))
+                        else:
+                            title = f"#{global_index}  {shard} record {index}"
+                            print(render_record(description, title) + "\n")
+                    shown += 1
+                global_index += 1
+                if global_index >= wanted.stop:
+                    return status
+            if frames.problem:
+                print(f"bertprep inspect: {frames.problem}", file=sys.stderr)
+                return 1
+    if args.index is not None and shown == 0:
+        print(
+            f"bertprep inspect: error: index {args.index} is past the last record "
+            f"({global_index} records)",
+            file=sys.stderr,
+        )
+        return 2
+    return status

@@ -1,0 +1,141 @@
+"""``bertprep stats``: streaming statistics of a shard set, as tables, JSON or a plot."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+
+from pipeline.commands.shard_set import add_shard_arguments, add_workers_argument, resolve_shard_set
+
+HELP = "measure shards: counts, IsNext ratio, lengths, padding, 80/10/10, [UNK] rate, top tokens"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "stats",
+        help=HELP,
+        description=HELP + ". Streams every shard (or a sample) on every core.",
+        formatter_class=lambda prog: argparse.ArgumentDefaultsHelpFormatter(prog, width=100),
+    )
+    add_shard_arguments(p, paths_help="shard files, globs or directories (local or gs://)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--plot", help="also write charts to a .html (single file) or .png")
+    p.add_argument("--sample", type=int, help="read about this many records, spread over shards")
+    add_workers_argument(p)
+    p.set_defaults(run=run)
+
+
+def _table(title: str, rows: list[tuple[str, object]]) -> None:
+    try:
+        from rich.console import Console
+        from rich.table import Table
+    except ImportError:  # plain text without rich
+        print(title)
+        for k, v in rows:
+            print(f"  {k:<28} {v}")
+        return
+    table = Table(title=title, show_header=False, title_justify="left")
+    table.add_column(style="bold")
+    table.add_column(justify="right")
+    for k, v in rows:
+        table.add_row(k, str(v))
+    Console().print(table)
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.2f}%"
+
+
+def print_report(report: dict) -> None:
+    lengths = report["length"]
+    ml = report["masked_lm"]
+    _table(
+        "shards",
+        [
+            ("records", f"{report['records']:,}"),
+            ("shards", len(report["records_per_shard"])),
+            ("IsNext ratio", f"{report['is_next_ratio']:.4f}" if report["records"] else "n/a"),
+            (
+                "length min / mean / max",
+                f"{lengths['min']} / {lengths['mean']:.1f} / {lengths['max']}",
+            ),
+            ("padding", _pct(report["padding_fraction"])),
+            ("full length (≥ truncated share)", _pct(report["full_length_share"])),
+            ("short (< half the length)", _pct(report["short_share"])),
+            ("predictions / instance", f"{report['predictions']['mean']:.2f}"),
+            (
+                "masked / random / kept",
+                f"{_pct(ml['fractions']['mask'])} / {_pct(ml['fractions']['random'])} / "
+                f"{_pct(ml['fractions']['kept'])}",
+            ),
+            ("[UNK] rate", _pct(report.get("unk_rate"))),
+            (
+                "segment A / B mean length",
+                f"{report['segment_a']['mean']:.1f} / {report['segment_b']['mean']:.1f}",
+            ),
+        ],
+    )
+    top = report.get("top_tokens", [])
+    if top:
+        _table(
+            "top tokens",
+            [(t.get("token") or f"#{t['id']}", f"{t['count']:,}") for t in top],
+        )
+    per_shard = report["records_per_shard"]
+    counts = list(per_shard.values())
+    if counts:
+        _table(
+            "records per shard",
+            [("min / max", f"{min(counts):,} / {max(counts):,}"), ("shards", len(counts))],
+        )
+
+
+def run(args: argparse.Namespace, extra: list[str]) -> int:
+    from shards.reader import ShardPathError
+    from shards.scan import ScanRequest, scan_shards
+    from transforms.record_stats import StatsIds
+
+    if extra:
+        print(f"bertprep stats: error: unknown arguments {' '.join(extra)}", file=sys.stderr)
+        return 2
+    try:
+        shard_set = resolve_shard_set(args)
+    except (ShardPathError, OSError, ValueError) as e:
+        print(f"bertprep stats: error: {e}", file=sys.stderr)
+        return 2
+    for note in shard_set.notes:
+        print(f"note: {note}", file=sys.stderr)
+    limit = math.ceil(args.sample / len(shard_set.paths)) if args.sample else None
+    request = ScanRequest(
+        sizes=shard_set.sizes,
+        stats_ids=StatsIds(
+            shard_set.cls_id,
+            shard_set.sep_id,
+            shard_set.mask_id,
+            shard_set.unk_id,
+            shard_set.pad_id,
+        ),
+        limit_records=limit,
+    )
+    scans = scan_shards(shard_set.paths, request, args.workers or None)
+    total = scans[0].stats
+    for scan in scans[1:]:
+        total.merge(scan.stats)
+    report = total.to_json(shard_set.tokens)
+    problems = [str(s.problem) for s in scans if s.problem]
+    report["problems"] = problems
+    report["sampled"] = limit is not None
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print_report(report)
+    for p in problems:
+        print(f"bertprep stats: {p}", file=sys.stderr)
+    if args.plot:
+        from shards.plots import write_report
+
+        write_report(report, args.plot)
+        print(f"charts written to {args.plot}", file=sys.stderr)
+    return 1 if problems else 0
