@@ -44,13 +44,17 @@ def _table(title: str, rows: list[tuple[str, object]]) -> None:
     Console().print(table)
 
 
+def _num(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.2f}"
+
+
 def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:.2f}%"
 
 
 def print_report(report: dict) -> None:
     lengths = report["length"]
-    ml = report["masked_lm"]
+    ml = report["masked_lm_split"]
     _table(
         "shards",
         [
@@ -59,12 +63,12 @@ def print_report(report: dict) -> None:
             ("IsNext ratio", f"{report['is_next_ratio']:.4f}" if report["records"] else "n/a"),
             (
                 "length min / mean / max",
-                f"{lengths['min']} / {lengths['mean']:.1f} / {lengths['max']}",
+                f"{lengths['min']} / {_num(lengths['mean'])} / {lengths['max']}",
             ),
             ("padding", _pct(report["padding_fraction"])),
             ("full length (≥ truncated share)", _pct(report["full_length_share"])),
             ("short (< half the length)", _pct(report["short_share"])),
-            ("predictions / instance", f"{report['predictions']['mean']:.2f}"),
+            ("predictions / instance", _num(report["predictions_per_instance"]["mean"])),
             (
                 "masked / random / kept",
                 f"{_pct(ml['fractions']['mask'])} / {_pct(ml['fractions']['random'])} / "
@@ -73,7 +77,8 @@ def print_report(report: dict) -> None:
             ("[UNK] rate", _pct(report.get("unk_rate"))),
             (
                 "segment A / B mean length",
-                f"{report['segment_a']['mean']:.1f} / {report['segment_b']['mean']:.1f}",
+                f"{_num(report['segment_a_length']['mean'])} / "
+                f"{_num(report['segment_b_length']['mean'])}",
             ),
         ],
     )
