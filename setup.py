@@ -30,7 +30,9 @@ setup(
     version="0.1.0",
     description="BERT pretraining data preparation: clean, vocab, instances, shards, trainer.",
     python_requires=">=3.10,<3.13",
-    packages=find_packages(include=["pipeline*", "transforms*", "tokenizer*", "trainer*", "shards*"]),
+    packages=find_packages(
+        include=["pipeline*", "transforms*", "tokenizer*", "trainer*", "shards*"]
+    ),
     install_requires=RUNTIME,
     extras_require=EXTRAS,
     entry_points={"console_scripts": ["bertprep=pipeline.cli:main"]},

@@ -60,7 +60,8 @@ def filesystems():
     return FileSystems
 
 
-def _is_dir(path: str) -> bool:
+def is_dir(path: str) -> bool:
+    """Whether ``path`` names a directory (local or on a remote filesystem)."""
     fs = filesystems()
     if "://" not in path:
         import os
@@ -78,7 +79,7 @@ def expand_shard_paths(patterns: Sequence[str]) -> list[str]:
     fs = filesystems()
     found: set[str] = set()
     for pattern in patterns:
-        if _is_dir(pattern):
+        if is_dir(pattern):
             base = pattern.rstrip("/")
             matched = [m.path for m in fs.match([f"{base}/*.tfrecord*"])[0].metadata_list]
             if not matched:
@@ -99,7 +100,7 @@ def expand_shard_paths(patterns: Sequence[str]) -> list[str]:
 def find_manifest(patterns: Sequence[str], shards: Sequence[str]) -> str | None:
     """The manifest.json beside the shards (or in a directory given), if there is one."""
     fs = filesystems()
-    candidates = [p.rstrip("/") + "/" + MANIFEST for p in patterns if _is_dir(p)]
+    candidates = [p.rstrip("/") + "/" + MANIFEST for p in patterns if is_dir(p)]
     candidates += sorted({s.rsplit("/", 1)[0] + "/" + MANIFEST for s in shards})
     for c in candidates:
         if fs.exists(c):

@@ -11,10 +11,9 @@ from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
+from shards.reader import BatchParser, Frames, ReadProblem, RecordSizes, open_shard, spec_problems
 from transforms.record_checks import SpecialIds, Violation, check_batch
 from transforms.record_stats import ShardSetStats, StatsIds
-
-from shards.reader import BatchParser, Frames, ReadProblem, RecordSizes, open_shard, spec_problems
 
 BATCH = 2048
 
@@ -103,6 +102,7 @@ def scan_shard(shard: str, request: ScanRequest) -> ShardScan:
             flush()
         result.records = first
         result.problem = frames.problem
+    result.violations.sort(key=lambda v: v.record)
     return result
 
 

@@ -87,8 +87,9 @@ def trainer_config_findings(config: dict, sizes, vocab_size: int | None) -> list
     return findings
 
 
-def manifest_findings(manifest: dict, scans: list) -> list[str]:
-    """Shard files, record counts and content checksums against the manifest."""
+def manifest_findings(manifest: dict, scans: list, whole_set: bool) -> list[str]:
+    """Shard files, record counts and content checksums against the manifest. ``whole_set``: the
+    scans cover the whole output (a directory or an explicit manifest), so missing shards count."""
     findings = []
     listed = {s["file"]: s for s in manifest.get("shards", [])}
     seen = set()
@@ -106,7 +107,7 @@ def manifest_findings(manifest: dict, scans: list) -> list[str]:
         if scan.content_sha256 and scan.content_sha256 != entry["content_sha256"]:
             findings.append(f"{scan.shard}: content checksum differs from the manifest")
     missing = sorted(set(listed) - seen)
-    if missing:
+    if missing and whole_set:
         findings.append(
             f"{len(missing)} shard(s) in the manifest were not found: "
             + ", ".join(missing[:5])
@@ -116,10 +117,9 @@ def manifest_findings(manifest: dict, scans: list) -> list[str]:
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
-    from transforms.record_checks import SpecialIds
-
-    from shards.reader import ShardPathError
+    from shards.reader import ShardPathError, is_dir
     from shards.scan import ScanRequest, scan_shards
+    from transforms.record_checks import SpecialIds
 
     if extra:
         print(f"bertprep validate: error: unknown arguments {' '.join(extra)}", file=sys.stderr)
@@ -146,7 +146,8 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         if hidden > 0:
             findings.append(f"{scan.shard}: ... and {hidden} more broken records")
     if shard_set.manifest is not None:
-        findings += manifest_findings(shard_set.manifest, scans)
+        whole_set = bool(args.against) or args.strict or any(is_dir(p) for p in args.paths)
+        findings += manifest_findings(shard_set.manifest, scans, whole_set)
     elif args.strict:
         findings.append("no manifest.json found (--strict); pass --against")
     if args.strict:
