@@ -17,6 +17,8 @@ RUNTIME = [
     "numpy==2.4.6",
     "google-crc32c==1.9.0",
     "PyYAML==6.0.4",
+    "mwparserfromhell==0.7.2",
+    "charset-normalizer==3.5.3",
 ]
 
 EXTRAS = {
