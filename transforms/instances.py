@@ -78,22 +78,29 @@ def truncation_counts(len_a: int, len_b: int, max_num_tokens: int) -> tuple[int,
     return cut_a + rest // 2, cut_b + (rest + 1) // 2
 
 
+def truncation_window(
+    len_a: int, len_b: int, max_num_tokens: int, rng: random.Random
+) -> tuple[int, int, int, int]:
+    """(front_a, cut_a, front_b, cut_b): tokens removed from each segment, and how many of them
+    come off its front, when the pair is truncated as the reference does it.
+
+    Each removed token comes off the longer segment (``truncation_counts``), from the front or
+    the back with probability 1/2: the front count is the number of heads in that many fair coin
+    flips (one random bit each) — the reference's distribution, in O(1) Python steps.
+    """
+    cut_a, cut_b = truncation_counts(len_a, len_b, max_num_tokens)
+    front_a = rng.getrandbits(cut_a).bit_count() if cut_a else 0
+    front_b = rng.getrandbits(cut_b).bit_count() if cut_b else 0
+    return front_a, cut_a, front_b, cut_b
+
+
 def truncate_pair(
     tokens_a: list[int], tokens_b: list[int], max_num_tokens: int, rng: random.Random
 ) -> tuple[list[int], list[int], int]:
-    """Truncates the pair as the reference does: each removed token comes off the longer segment,
-    from the front or the back with probability 1/2 each.
-
-    The removals per segment follow ``truncation_counts``; how many of a segment's ``r`` removals
-    come off the front is the number of heads in ``r`` fair coin flips (one random bit each), the
-    same distribution as the reference's token-by-token loop, in O(1) Python steps. Returns the
-    truncated copies and the number of tokens removed.
-    """
-    cut_a, cut_b = truncation_counts(len(tokens_a), len(tokens_b), max_num_tokens)
-    if not cut_a and not cut_b:
-        return tokens_a, tokens_b, 0
-    front_a = rng.getrandbits(cut_a).bit_count() if cut_a else 0
-    front_b = rng.getrandbits(cut_b).bit_count() if cut_b else 0
+    """Truncated copies of A and B (see ``truncation_window``) and the number of tokens removed."""
+    front_a, cut_a, front_b, cut_b = truncation_window(
+        len(tokens_a), len(tokens_b), max_num_tokens, rng
+    )
     a = tokens_a[front_a : len(tokens_a) - (cut_a - front_a)]
     b = tokens_b[front_b : len(tokens_b) - (cut_b - front_b)]
     return a, b, cut_a + cut_b
@@ -240,10 +247,12 @@ def create_pair_spans(
             if skip:
                 stats["skipped_no_other_document"] += 1
             else:
-                cut_a, cut_b = truncation_counts(a_len, b_len, max_num_tokens)
+                front_a, cut_a, front_b, cut_b = truncation_window(
+                    a_len, b_len, max_num_tokens, rng
+                )
                 if cut_a or cut_b:
-                    a_start += rng.getrandbits(cut_a).bit_count() if cut_a else 0
-                    b_start += rng.getrandbits(cut_b).bit_count() if cut_b else 0
+                    a_start += front_a
+                    b_start += front_b
                     a_len -= cut_a
                     b_len -= cut_b
                     stats["truncated_pairs"] += 1

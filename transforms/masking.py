@@ -119,7 +119,7 @@ def mask_rows(
     else:
         keys = rng.random((n, seq_len))
         keys[~candidate] = 2.0
-        order = np.argsort(keys, axis=1, kind="stable")[:, : min(p, seq_len)]
+        order = smallest_per_row(keys, min(p, seq_len))
         counts = np.minimum(budget, candidate.sum(axis=1)).astype(np.int32)
         slot = np.arange(order.shape[1])[None, :]
         used = slot < counts[:, None]
@@ -142,6 +142,16 @@ def mask_rows(
     out[r_idx, positions[r_idx, c_idx]] = replaced[r_idx, c_idx]
     weights = used_p.astype(np.float32)
     return MaskedRows(out, positions, label_ids, weights, counts, decisions)
+
+
+def smallest_per_row(keys: np.ndarray, k: int) -> np.ndarray:
+    """Column indexes of each row's ``k`` smallest keys, in ascending key order (= the first ``k``
+    columns of a full argsort, found by partial selection)."""
+    if k >= keys.shape[1]:
+        return np.argsort(keys, axis=1, kind="stable")
+    part = np.argpartition(keys, k - 1, axis=1)[:, :k]
+    within = np.argsort(np.take_along_axis(keys, part, axis=1), axis=1, kind="stable")
+    return np.take_along_axis(part, within, axis=1)
 
 
 def word_groups(
