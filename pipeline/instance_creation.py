@@ -18,7 +18,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline.counting import CountingDoFn
 from pipeline.stats import STATS_TAG
-from pipeline.tokenize_documents import DocumentRef
+from pipeline.tokenize_documents import DocumentRef, load_documents
 from transforms.instance_batches import InstanceSettings, TokenTables, record_batches
 from transforms.instances import BucketLayout
 from transforms.seeding import stable_hash64
@@ -92,7 +92,7 @@ class CreateInstancesFn(CountingDoFn):
 
     def process(self, element: tuple[tuple[int, int], list[DocumentRef]]):
         (bucket, dupe), refs = element
-        docs = [ref.load() for ref in refs]
+        docs = load_documents(refs)
         layout = BucketLayout.from_arrays([(d.ids, d.offsets) for d in docs])
         del docs
         framed: list[bytes] = []

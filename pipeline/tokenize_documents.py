@@ -34,10 +34,25 @@ class DocumentRef:
     num_sentences: int
 
     def load(self) -> TokenizedDocument:
-        with FileSystems.open(self.path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-            f.seek(self.offset)
-            data = f.read(self.size)
-        return TokenizedDocument.from_bytes(self.key, data, self.num_sentences)
+        return load_documents([self])[0]
+
+
+def load_documents(refs: list[DocumentRef]) -> list[TokenizedDocument]:
+    """The documents behind ``refs``, in the order given; each spill file is opened once and read
+    front to back (one request per file on remote storage, not one per document)."""
+    by_path: dict[str, list[int]] = {}
+    for i, ref in enumerate(refs):
+        by_path.setdefault(ref.path, []).append(i)
+    out: list[TokenizedDocument | None] = [None] * len(refs)
+    for path, indexes in by_path.items():
+        indexes.sort(key=lambda i: refs[i].offset)
+        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+            for i in indexes:
+                ref = refs[i]
+                f.seek(ref.offset)
+                data = f.read(ref.size)
+                out[i] = TokenizedDocument.from_bytes(ref.key, data, ref.num_sentences)
+    return out  # type: ignore[return-value]
 
 
 class TokenizeFn(CountingDoFn):
