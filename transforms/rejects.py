@@ -14,12 +14,17 @@ class Reject:
     reason: str
     location: str
     excerpt: str
+    source: str = ""
+    """The kind of input (``wikipedia``, ``books``, ...), where a job reads several."""
 
     @classmethod
-    def of(cls, reason: str, location: str, text: str | bytes) -> Reject:
+    def of(cls, reason: str, location: str, text: str | bytes, source: str = "") -> Reject:
         if isinstance(text, bytes):
             text = text[: EXCERPT_CHARS * 4].decode("utf-8", "backslashreplace")
-        return cls(reason, location, text[:EXCERPT_CHARS])
+        return cls(reason, location, text[:EXCERPT_CHARS], source)
+
+    def with_source(self, source: str) -> Reject:
+        return Reject(self.reason, self.location, self.excerpt, source)
 
     def to_json(self) -> dict[str, str]:
         return asdict(self)

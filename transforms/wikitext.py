@@ -1,0 +1,643 @@
+"""Wikitext → plain prose paragraphs, as the BERT paper used Wikipedia: text passages only.
+
+:func:`wikitext_to_paragraphs` parses with mwparserfromhell and renders every node itself:
+
+- kept as text: paragraphs (lines joined by a space, split at blank lines and at anything dropped
+  below), wikilinks as their anchor text (the target when there is none, the pipe trick
+  ``[[Paris (band)|]]`` → ``Paris``), external links ``[url text]`` as ``text``, the content of
+  formatting and layout tags (``<b>``, ``<i>``, ``<span>``, ``<sup>``, ``<div>``, ...), ``<nowiki>``
+  content verbatim, ``<br>`` as a space, HTML entities decoded (``&lt;b&gt;`` shows as ``<b>``,
+  as on the wiki);
+- removed: ``File:``/``Image:``/``Media:``/``Category:`` links (matched case-insensitively on the
+  prefix before ``:``, plus ``extra_drop_namespaces`` for a localized wiki, e.g. ltgwiki's
+  ``Fails``, ``Kategoreja``; without them a localized file link is still recognised by its file
+  extension or image options such as ``thumb``/``250px``, and a line holding nothing but
+  ``[[Prefix:...]]`` links — a localized category block — is dropped); interlanguage links (an
+  all-lowercase prefix of 2–3 letters with optional ``-variant`` parts: ``fr:``, ``zh-yue:``,
+  ``be-x-old:``, and ``simple:``; ``[[Ys: The Vanished Omens]]`` is an article); bare URLs and ``[url]`` without text; ``<ref>``, tables (``{| |}`` and ``<table>``),
+  ``<gallery>``, ``<math>``, ``<chem>``/``<ce>``, ``<score>``, ``<timeline>``,
+  ``<syntaxhighlight>``/``<source>``/``<pre>``, ``<poem>``, HTML lists and the other tags in
+  :data:`DROPPED_TAGS`; comments; ``{{{arguments}}}``; magic words like ``__TOC__``; every
+  template except :data:`INLINE_TEMPLATES`;
+- lines dropped whole: headings, list items and definition lines (``*``, ``#``, ``;``, ``:``),
+  lines that start with a space (preformatted), leftover table rows (``{|``, ``|``, ``!``);
+- inline templates render the text they show in running prose, so no holes remain:
+  ``{{convert|5|km|mi}}`` → ``5 km``, ``{{lang|fr|texte}}`` → ``texte``, ``{{nowrap|x}}`` → ``x``,
+  ``{{birth date|1950|5|17}}`` → ``May 17, 1950`` (``df=y``: ``17 May 1950``),
+  ``{{frac|1|2}}`` → ``1/2``, ``{{IPA|...}}`` → its text, ``{{as of|2010}}`` → ``As of 2010``, ...
+  (:data:`INLINE_TEMPLATES` lists them all; ``lang-xx``, ``IPA-xx`` and ``script/xx`` go by
+  prefix). Values computed at render time (``{{age}}``, ``{{inflation}}``) are not reproduced.
+
+Then bold/italic quotes and stray HTML tags are stripped, whitespace normalized, spaces before
+``,.;:!?)`` removed, and brackets left empty or holding only punctuation (``()``, ``( , )``,
+``(; born``) cleaned. Paragraphs with no letter are dropped, and so (``drop_unparsed``) are
+paragraphs still holding ``[[``, ``]]``, ``{{`` or ``}}``: markup mwparserfromhell could not match
+(an unbalanced caption, a broken table), which would otherwise leak as text (about 0.1% of
+paragraphs on the real enwiki/ltgwiki samples). A ``<nowiki>[[x]]</nowiki>`` paragraph goes too.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Callable, Collection
+
+import mwparserfromhell
+from mwparserfromhell.nodes import (
+    Argument,
+    Comment,
+    ExternalLink,
+    Heading,
+    HTMLEntity,
+    Node,
+    Tag,
+    Template,
+    Text,
+    Wikilink,
+)
+from mwparserfromhell.wikicode import Wikicode
+
+#: Link prefixes (before ``:``, any case) whose links are dropped: media, files and categories.
+DROP_LINK_NAMESPACES: frozenset[str] = frozenset({"file", "image", "media", "category"})
+
+#: Tags removed with their content. Block-level ones also end the paragraph.
+DROPPED_TAGS: frozenset[str] = frozenset(
+    {
+        "ref",
+        "references",
+        "math",
+        "chem",
+        "ce",
+        "score",
+        "hiero",
+        "timeline",
+        "gallery",
+        "imagemap",
+        "syntaxhighlight",
+        "source",
+        "pre",
+        "poem",
+        "graph",
+        "mapframe",
+        "maplink",
+        "inputbox",
+        "categorytree",
+        "templatedata",
+        "templatestyles",
+        "includeonly",
+        "table",
+        "ul",
+        "ol",
+        "dl",
+        "li",
+        "dt",
+        "dd",
+        "caption",
+        "tr",
+        "td",
+        "th",
+        "style",
+        "script",
+    }
+)
+_INLINE_DROPPED_TAGS = frozenset({"ref", "math", "chem", "ce", "score", "hiero", "templatestyles"})
+_BLOCK_TAGS = frozenset({"div", "center", "blockquote", "p", "hr"})
+
+#: Interwiki prefixes to sister projects: ``[[wikt:word]]`` without anchor text shows ``word``.
+INTERWIKI_PREFIXES: frozenset[str] = frozenset(
+    {
+        "w",
+        "wikipedia",
+        "wikt",
+        "wiktionary",
+        "s",
+        "wikisource",
+        "q",
+        "wikiquote",
+        "b",
+        "wikibooks",
+        "n",
+        "wikinews",
+        "v",
+        "wikiversity",
+        "voy",
+        "wikivoyage",
+        "species",
+        "wikispecies",
+        "c",
+        "commons",
+        "d",
+        "wikidata",
+        "m",
+        "meta",
+        "mw",
+    }
+)
+
+_DROP = "\x00"  # marks a line to drop whole
+_PARAGRAPH_BREAK = "\n\n"
+_NS_LINK_OPEN, _NS_LINK_CLOSE = "\x01", "\x02"  # around [[Prefix:Title]] without anchor text
+_NS_LINKS_ONLY = re.compile(r"\s*(?:\x01[^\x02]*\x02\s*)+")
+_NS_LINK_MARKS = re.compile(r"[\x01\x02]")
+_MEDIA_FILE = re.compile(
+    r"\.(?:jpe?g|png|gif|svg|tiff?|webp|xcf|bmp|pdf|djvu|ogg|oga|ogv|webm|mp3|mp4|wav|flac|midi?)\s*$",
+    re.IGNORECASE,
+)
+_IMAGE_OPTION = re.compile(
+    r"\s*(?:thumb|thumbnail|frame|framed|frameless|border|upright|left|right|center|centre|none"
+    r"|\d*(?:x\d+)?\s*px|(?:upright|alt|link|page|class|lang)\s*=.*)\s*",
+    re.IGNORECASE,
+)
+_UNPARSED = ("{{", "}}", "[[", "]]")
+_INTERLANGUAGE = re.compile(r"[a-z]{2,3}(?:-[a-z0-9]+)*|simple")
+_PREFORMATTED = re.compile(r"(?<=\n)[ \t]+(?=[^\s])")
+_HEADING_LINE = re.compile(r"^=+.*=+$")
+_TABLE_LINE = re.compile(r"^(?:\{\||\|\}|\||!)")
+_LIST_LINE = re.compile(r"^[*#:;]")
+_REF = re.compile(r"<ref\b[^>]*/>|<ref\b[^>]*>.*?(?:</ref\s*>|$)", re.IGNORECASE | re.DOTALL)
+_COMMENT = re.compile(r"<!--.*?(?:-->|$)", re.DOTALL)
+_HTML_TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9]*(?:\s[^<>]*)?/?>")
+_QUOTES = re.compile(r"'{2,}")
+_MAGIC_WORD = re.compile(r"__[A-Z]+__")
+_WHITESPACE = re.compile(r"\s+")
+_SPACE_BEFORE_PUNCT = re.compile(r"\s+([,.;:!?)\]])")
+_SPACE_AFTER_OPEN = re.compile(r"([(\[])\s+")
+_PUNCT_AFTER_OPEN = re.compile(r"([(\[])[,;:\s]+")
+_PUNCT_BEFORE_CLOSE = re.compile(r"[,;:\s]+([)\]])")
+_EMPTY_BRACKETS = re.compile(r"\s*(?:\(\s*[-–—,;:\s]*\)|\[\s*[-–—,;:\s]*\])")
+_REPEATED_COMMA = re.compile(r"([,;])(?:\s*\1)+")
+_COMMA_BEFORE_STOP = re.compile(r"[,;:]+(?=[.!?](?:\s|$))")
+_LETTER = re.compile(r"[^\W\d_]")
+
+_MONTHS = (
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+)
+
+
+# --- inline templates -------------------------------------------------------------------------
+
+
+def _first(pos: list[str], named: dict[str, str]) -> str:
+    return pos[0] if pos else ""
+
+
+def _second(pos: list[str], named: dict[str, str]) -> str:
+    return pos[1] if len(pos) > 1 else ""
+
+
+def _last(pos: list[str], named: dict[str, str]) -> str:
+    return pos[-1] if pos else ""
+
+
+def _joined(separator: str) -> Callable[[list[str], dict[str, str]], str]:
+    return lambda pos, named: separator.join(p for p in pos if p)
+
+
+def _constant(value: str) -> Callable[[list[str], dict[str, str]], str]:
+    return lambda pos, named: value
+
+
+def _as_int(value: str) -> int | None:
+    value = value.strip()
+    return int(value) if value.isdigit() else None
+
+
+def format_date(year: str, month: str = "", day: str = "", *, day_first: bool = False) -> str:
+    """``1950, 5, 17`` → ``May 17, 1950`` (``day_first``: ``17 May 1950``); partial dates too."""
+    m, d = _as_int(month), _as_int(day)
+    if m is None or not 1 <= m <= 12:
+        return " ".join(p for p in (year, month, day) if p.strip())
+    name = _MONTHS[m - 1]
+    if d is None:
+        return f"{name} {year}".strip()
+    return f"{d} {name} {year}".strip() if day_first else f"{name} {d}, {year}".strip()
+
+
+def _day_first(named: dict[str, str]) -> bool:
+    return named.get("df", "").lower() in {"y", "yes", "1", "true", "on"}
+
+
+def _date(pos: list[str], named: dict[str, str]) -> str:
+    if len(pos) >= 2 and all(_as_int(p) is not None for p in pos[:2]):
+        return format_date(*pos[:3], day_first=_day_first(named))
+    return _first(pos, named)
+
+
+def _as_of(pos: list[str], named: dict[str, str]) -> str:
+    lead = "as of" if named.get("lc", "").lower() in {"y", "yes"} else "As of"
+    if not pos:
+        return lead
+    return f"{lead} {format_date(*pos[:3], day_first=_day_first(named))}"
+
+
+def _circa(pos: list[str], named: dict[str, str]) -> str:
+    return f"c. {pos[0]}" if pos else "c."
+
+
+def _frac(pos: list[str], named: dict[str, str]) -> str:
+    if len(pos) == 1:
+        return f"1/{pos[0]}"
+    if len(pos) == 2:
+        return f"{pos[0]}/{pos[1]}"
+    if len(pos) >= 3:
+        return f"{pos[0]} {pos[1]}/{pos[2]}"
+    return ""
+
+
+_RANGE_WORDS = {
+    "-": "–",
+    "–": "–",
+    "to": " to ",
+    "to(-)": " to ",
+    "and": " and ",
+    "and(-)": " and ",
+    "or": " or ",
+    "by": " by ",
+    "x": " × ",
+    "×": " × ",
+    "+": " + ",
+    "+/-": " ± ",
+    "±": " ± ",
+}
+_UNIT_NAMES = {
+    "sqmi": "sq mi",
+    "sqkm": "km²",
+    "km2": "km²",
+    "m2": "m²",
+    "sqft": "sq ft",
+    "ft2": "sq ft",
+    "cuft": "cu ft",
+    "m3": "m³",
+    "km/h": "km/h",
+    "kph": "km/h",
+    "mph": "mph",
+    "c": "°C",
+    "f": "°F",
+    "k": "K",
+}
+
+
+def _unit(code: str) -> str:
+    return _UNIT_NAMES.get(code.lower(), code)
+
+
+def _is_number(value: str) -> bool:
+    return bool(re.fullmatch(r"[-+−]?[\d,.]+(?:e\d+)?", value.strip()))
+
+
+def _convert(pos: list[str], named: dict[str, str]) -> str:
+    """``{{convert|5|km|mi}}`` → ``5 km``; ranges ``{{convert|3|to|5|km}}`` → ``3 to 5 km``;
+    compound ``{{convert|6|ft|2|in}}`` → ``6 ft 2 in``. The converted value is not shown."""
+    if not pos:
+        return ""
+    text = pos[0]
+    rest = pos[1:]
+    while len(rest) >= 2 and rest[0].lower() in _RANGE_WORDS and _is_number(rest[1]):
+        text += _RANGE_WORDS[rest[0].lower()] + rest[1]
+        rest = rest[2:]
+    if rest and not _is_number(rest[0]):
+        text += " " + _unit(rest[0])
+        rest = rest[1:]
+        while len(rest) >= 2 and _is_number(rest[0]) and not _is_number(rest[1]):
+            text += f" {rest[0]} {_unit(rest[1])}"
+            rest = rest[2:]
+    return text
+
+
+def _val(pos: list[str], named: dict[str, str]) -> str:
+    unit = named.get("u") or named.get("ul") or ""
+    return f"{_first(pos, named)} {unit}".strip()
+
+
+def _height(pos: list[str], named: dict[str, str]) -> str:
+    return " ".join(f"{named[u]} {u}" for u in ("m", "cm", "ft", "in") if named.get(u))
+
+
+def _ordinal(pos: list[str], named: dict[str, str]) -> str:
+    n = _as_int(pos[0]) if pos else None
+    if n is None:
+        return _first(pos, named)
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def _interlanguage_link(pos: list[str], named: dict[str, str]) -> str:
+    return named.get("lt") or _first(pos, named)
+
+
+def _ship(prefix: str) -> Callable[[list[str], dict[str, str]], str]:
+    return lambda pos, named: f"{prefix} {pos[0]}" if pos else prefix
+
+
+def _currency(symbol: str) -> Callable[[list[str], dict[str, str]], str]:
+    return lambda pos, named: f"{symbol}{pos[0]}" if pos else symbol
+
+
+#: Templates that render running text, by normalized name (lower case, ``_`` as space).
+INLINE_TEMPLATES: dict[str, Callable[[list[str], dict[str, str]], str]] = {
+    "convert": _convert,
+    "cvt": _convert,
+    "lang": _second,
+    "langx": _second,
+    "rtl-lang": _second,
+    "script": _second,
+    "transl": _last,
+    "transliteration": _last,
+    "nihongo": _first,
+    "nq": _first,
+    "ipa": _first,
+    "nowrap": _first,
+    "nobr": _first,
+    "nobreak": _first,
+    "small": _first,
+    "smaller": _first,
+    "big": _first,
+    "larger": _first,
+    "midsize": _first,
+    "resize": _last,
+    "sic": _joined(""),
+    "not a typo": _joined(""),
+    "proper name": _first,
+    "mvar": _first,
+    "math": _first,
+    "em": _first,
+    "strong": _first,
+    "var": _first,
+    "code": _first,
+    "sc": _first,
+    "smallcaps": _first,
+    "small caps": _first,
+    "noitalic": _first,
+    "nobold": _first,
+    "vanchor": _first,
+    "visible anchor": _first,
+    "unicode": _first,
+    "abbr": _first,
+    "abbrlink": _first,
+    "linktext": _joined(""),
+    "chem": _joined(""),
+    "angbr": lambda pos, named: f"⟨{_first(pos, named)}⟩",
+    "respell": _joined("-"),
+    "ill": _interlanguage_link,
+    "interlanguage link": _interlanguage_link,
+    "interlanguage link multi": _interlanguage_link,
+    "sortname": _joined(" "),
+    "flag": _first,
+    "flagcountry": _first,
+    "flagu": _first,
+    "date": _date,
+    "birth date": _date,
+    "birth date and age": _date,
+    "bda": _date,
+    "death date": _date,
+    "death date and age": _date,
+    "dda": _date,
+    "start date": _date,
+    "start date and age": _date,
+    "end date": _date,
+    "dts": _date,
+    "birth year and age": _first,
+    "death year and age": _first,
+    "as of": _as_of,
+    "circa": _circa,
+    "c.": _circa,
+    "frac": _frac,
+    "fraction": _frac,
+    "sfrac": _frac,
+    "val": _val,
+    "height": _height,
+    "ordinal": _ordinal,
+    "ship": _joined(" "),
+    "hms": _ship("HMS"),
+    "uss": _ship("USS"),
+    "ss": _ship("SS"),
+    "rms": _ship("RMS"),
+    "hmas": _ship("HMAS"),
+    "hmcs": _ship("HMCS"),
+    "hmnzs": _ship("HMNZS"),
+    "sms": _ship("SMS"),
+    "usns": _ship("USNS"),
+    "us$": _currency("US$"),
+    "usd": _currency("US$"),
+    "£": _currency("£"),
+    "gbp": _currency("£"),
+    "€": _currency("€"),
+    "euro": _currency("€"),
+    "nbsp": _constant(" "),
+    "spaces": _constant(" "),
+    "'": _constant("'"),
+    "ndash": _constant("–"),
+    "mdash": _constant("—"),
+    "mdashb": _constant("—"),
+    "snd": _constant(" – "),
+    "spnd": _constant(" – "),
+    "spaced ndash": _constant(" – "),
+    "spaced en dash": _constant(" – "),
+    "=": _constant("="),
+    "middot": _constant("·"),
+    "okina": _constant("ʻ"),
+}
+_INLINE_PREFIXES: tuple[tuple[str, Callable[[list[str], dict[str, str]], str]], ...] = (
+    ("lang-", _first),
+    ("ipa-", _first),
+    ("script/", _first),
+)
+
+
+def _template_name(template: Template) -> str:
+    name = _WHITESPACE.sub(" ", _COMMENT.sub("", str(template.name)).replace("_", " ")).strip()
+    name = name.lower()
+    return name[len("template:") :].strip() if name.startswith("template:") else name
+
+
+# --- rendering --------------------------------------------------------------------------------
+
+
+def _is_media_link(target: str, text: Wikicode | None) -> bool:
+    """A file link under a namespace name we do not know: by its extension or image options."""
+    if _MEDIA_FILE.search(target):
+        return True
+    return text is not None and any(
+        _IMAGE_OPTION.fullmatch(part) for part in str(text).split("|")[:-1]
+    )
+
+
+class _Renderer:
+    def __init__(self, drop_namespaces: frozenset[str]) -> None:
+        self.drop_namespaces = drop_namespaces
+
+    def code(self, wikicode: Wikicode) -> str:
+        return "".join(self.node(n) for n in wikicode.nodes)
+
+    def node(self, node: Node) -> str:
+        if isinstance(node, Text):
+            return _PREFORMATTED.sub(_DROP, node.value)
+        if isinstance(node, Wikilink):
+            return self._wikilink(node)
+        if isinstance(node, Template):
+            return self._template(node)
+        if isinstance(node, Tag):
+            return self._tag(node)
+        if isinstance(node, HTMLEntity):
+            return str(node)  # decoded after stray tags are stripped: "&lt;b&gt;" shows "<b>"
+        if isinstance(node, ExternalLink):
+            return self.code(node.title) if node.brackets and node.title is not None else ""
+        if isinstance(node, Heading):
+            return f"\n{_DROP}\n"
+        if isinstance(node, Comment | Argument):
+            return ""
+        return str(node)
+
+    def _wikilink(self, link: Wikilink) -> str:
+        target = str(link.title).strip()
+        leading_colon = target.startswith(":")
+        target = target.lstrip(":").strip()
+        prefix, colon, rest = target.partition(":")
+        prefix = prefix.strip()
+        if colon and not leading_colon:
+            if _WHITESPACE.sub(" ", prefix.replace("_", " ")).lower() in self.drop_namespaces:
+                return ""
+            if _INTERLANGUAGE.fullmatch(prefix) or _is_media_link(rest, link.text):
+                return ""
+        interwiki = bool(colon) and prefix.lower() in INTERWIKI_PREFIXES
+        if link.text is not None and str(link.text) != "":
+            shown = self.code(link.text).strip()
+        elif link.text is not None:  # the pipe trick: [[Paris (band)|]] → Paris
+            title = rest if colon else target
+            shown = re.sub(r"\s*\([^()]*\)\s*$", "", title.split(",")[0]).strip()
+        else:
+            page, _, section = (rest if interwiki else target).partition("#")
+            shown = (page or section).replace("_", " ").strip()
+        if colon and not leading_colon and not interwiki:
+            # Maybe a namespace this wiki localizes (a category with its sort key): a line of
+            # nothing but such links is dropped.
+            return _NS_LINK_OPEN + shown + _NS_LINK_CLOSE
+        return shown
+
+    def _template(self, template: Template) -> str:
+        name = _template_name(template)
+        if name.startswith("formatnum:"):  # {{formatnum:1234}}: the value is part of the name
+            return self.code(template.name).strip().partition(":")[2].strip()
+        render = INLINE_TEMPLATES.get(name)
+        if render is None:
+            render = next((r for p, r in _INLINE_PREFIXES if name.startswith(p)), None)
+        if render is None:
+            return ""
+        positional: dict[int, str] = {}
+        named: dict[str, str] = {}
+        for param in template.params:
+            key = str(param.name).strip()
+            value = _WHITESPACE.sub(" ", self.code(param.value).replace(_DROP, "")).strip()
+            if key.isdigit():
+                positional[int(key)] = value
+            else:
+                named[key.lower()] = value
+        pos = [positional.get(i, "") for i in range(1, max(positional, default=0) + 1)]
+        return render(pos, named)
+
+    def _tag(self, tag: Tag) -> str:
+        if tag.wiki_markup in ("*", "#", ";", ":"):
+            return _DROP  # a list item or definition line
+        name = str(tag.tag).strip().lower()
+        if name in DROPPED_TAGS:
+            return "" if name in _INLINE_DROPPED_TAGS else _PARAGRAPH_BREAK
+        if name == "br":
+            return " "  # a line break inside the paragraph (or list item, table cell)
+        if name == "nowiki":
+            return str(tag.contents) if tag.contents is not None else ""
+        inner = self.code(tag.contents) if tag.contents is not None else ""
+        if name in _BLOCK_TAGS or tag.wiki_markup == "----":
+            return _PARAGRAPH_BREAK + inner + _PARAGRAPH_BREAK
+        return inner
+
+
+# --- paragraphs -------------------------------------------------------------------------------
+
+
+def _clean(paragraph: str) -> str:
+    text = _NS_LINK_MARKS.sub("", paragraph)
+    text = _REF.sub("", text)
+    text = _COMMENT.sub("", text)
+    text = _HTML_TAG.sub("", text)
+    text = html.unescape(text)
+    text = _QUOTES.sub("", text)
+    text = _MAGIC_WORD.sub("", text)
+    text = _WHITESPACE.sub(" ", text)
+    previous = None
+    while previous != text:
+        previous = text
+        text = _EMPTY_BRACKETS.sub("", text)
+        text = _PUNCT_AFTER_OPEN.sub(r"\1", text)
+        text = _PUNCT_BEFORE_CLOSE.sub(r"\1", text)
+    text = _SPACE_AFTER_OPEN.sub(r"\1", text)
+    text = _SPACE_BEFORE_PUNCT.sub(r"\1", text)
+    text = _REPEATED_COMMA.sub(r"\1", text)
+    text = _COMMA_BEFORE_STOP.sub("", text)
+    return _WHITESPACE.sub(" ", text).strip()
+
+
+def _is_dropped_line(line: str) -> bool:
+    return (
+        _DROP in line
+        or bool(_NS_LINKS_ONLY.fullmatch(line))
+        or bool(_LIST_LINE.match(line))
+        or bool(_TABLE_LINE.match(line))
+        or bool(_HEADING_LINE.match(line.strip()))
+    )
+
+
+def wikitext_to_paragraphs(
+    text: str, *, extra_drop_namespaces: Collection[str] = (), drop_unparsed: bool = True
+) -> list[str]:
+    """The prose paragraphs of one page's wikitext, in order, each on one line.
+
+    ``extra_drop_namespaces``: localized names of the file/media/category namespaces (any case).
+    ``drop_unparsed``: drop a paragraph that still holds ``[[``, ``]]``, ``{{`` or ``}}`` once
+    rendered: markup the parser could not match (a broken table, an unbalanced image caption).
+    """
+    drop = DROP_LINK_NAMESPACES | {
+        n.strip().lower().replace("_", " ") for n in extra_drop_namespaces
+    }
+    rendered = _Renderer(frozenset(drop)).code(mwparserfromhell.parse("\n" + text))
+    paragraphs: list[str] = []
+    current: list[str] = []
+
+    def flush() -> None:
+        if current:
+            paragraph = _clean(" ".join(current))
+            unparsed = drop_unparsed and any(marker in paragraph for marker in _UNPARSED)
+            if _LETTER.search(paragraph) and not unparsed:
+                paragraphs.append(paragraph)
+            current.clear()
+
+    for line in rendered.split("\n"):
+        if not line.strip() or _is_dropped_line(line):
+            flush()
+        else:
+            current.append(line.strip())
+    flush()
+    return paragraphs
+
+
+# --- checks -----------------------------------------------------------------------------------
+
+#: Markup that should never survive cleaning, in the order :func:`markup_debris` reports them.
+DEBRIS_MARKERS: tuple[str, ...] = ("{{", "}}", "[[", "]]", "|", "<ref", "==")
+
+
+def markup_debris(sentence: str) -> list[str]:
+    """The :data:`DEBRIS_MARKERS` found in ``sentence`` (``==`` stands for any run of 2+ ``=``;
+    ``<ref`` in any case)."""
+    lowered = sentence.lower()
+    return [marker for marker in DEBRIS_MARKERS if marker in lowered]
