@@ -1,0 +1,111 @@
+"""``bertprep clean``: raw corpora (Wikipedia dumps, books, JSONL, Parquet) → clean documents."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+HELP = "clean raw corpora into sentence-split documents (Parquet + BERT text export)"
+EPILOG = """\
+Other --flags are Apache Beam pipeline options (see `bertprep instances --help`).
+Sentence splitting uses NLTK's punkt_tab parameters when NLTK finds them (NLTK_DATA); otherwise
+Punkt is trained on a deterministic sample of the corpus and saved in OUTPUT/punkt.
+"""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "clean",
+        help=HELP,
+        description=HELP + ".",
+        epilog=EPILOG,
+        formatter_class=lambda prog: argparse.ArgumentDefaultsHelpFormatter(prog, width=100),
+    )
+    src = p.add_argument_group("inputs (each repeatable; local, glob or gs://)")
+    src.add_argument(
+        "--wikipedia",
+        action="append",
+        default=[],
+        help="MediaWiki XML dumps (.xml, .bz2, .gz, .xz)",
+    )
+    src.add_argument("--books", action="append", default=[], help="one book per text file")
+    src.add_argument("--jsonl", action="append", default=[], help="JSON lines, one doc per line")
+    src.add_argument("--parquet", action="append", default=[], help="Parquet, one doc per row")
+    src.add_argument("--text-field", default="text", help="text field of JSONL/Parquet records")
+    src.add_argument("--title-field", default="title", help="title field of JSONL/Parquet records")
+    out = p.add_argument_group("output")
+    out.add_argument("--output", required=True, help="output directory")
+    out.add_argument("--num-shards", type=int, default=4, help="Parquet (and text) shards")
+    out.add_argument(
+        "--export-text",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also write the BERT text format under OUTPUT/text",
+    )
+    flt = p.add_argument_group("filters")
+    flt.add_argument(
+        "--dedup",
+        choices=["exact", "near", "none"],
+        default="exact",
+        help="exact: normalized content hash; near: also MinHash/LSH",
+    )
+    flt.add_argument(
+        "--near-threshold",
+        type=float,
+        default=0.8,
+        help="estimated Jaccard similarity of word 5-shingles for --dedup near",
+    )
+    flt.add_argument("--min-words", type=int, default=20, help="shorter documents are dropped")
+    flt.add_argument(
+        "--keep-disambiguation", action="store_true", help="keep Wikipedia disambiguation pages"
+    )
+    flt.add_argument(
+        "--max-sentence-chars",
+        type=int,
+        default=2000,
+        help="longer sentences are cut at whitespace (and counted)",
+    )
+    flt.add_argument("--seed", type=int, default=12345, help="seed of the Punkt training sample")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace, beam_args: list[str]) -> int:
+    from pipeline.beam_options import UnsafeRunnerModeError, make_pipeline_options
+    from pipeline.clean_job import CleanConfigError, CleanJobConfig, run_clean_job
+    from pipeline.input_files import NoInputFilesError
+
+    def progress(message: str) -> None:
+        print(f"[bertprep clean] {message}", file=sys.stderr, flush=True)
+
+    config = CleanJobConfig(
+        output=args.output,
+        wikipedia=args.wikipedia,
+        books=args.books,
+        jsonl=args.jsonl,
+        parquet=args.parquet,
+        text_field=args.text_field,
+        title_field=args.title_field,
+        dedup=args.dedup,
+        near_threshold=args.near_threshold,
+        min_words=args.min_words,
+        keep_disambiguation=args.keep_disambiguation,
+        export_text=args.export_text,
+        num_shards=args.num_shards,
+        max_sentence_chars=args.max_sentence_chars,
+        seed=args.seed,
+    )
+    try:
+        manifest = run_clean_job(config, make_pipeline_options(beam_args), progress)
+    except (UnsafeRunnerModeError, CleanConfigError, NoInputFilesError) as e:
+        print(f"bertprep clean: error: {e}", file=sys.stderr)
+        return 2
+    for source, counts in sorted(manifest["counts"].items()):
+        shown = ", ".join(f"{k} {v:,}" for k, v in sorted(counts.items()))
+        print(f"  {source}: {shown}", file=sys.stderr)
+    t = manifest["totals"]
+    print(
+        f"  total: {t['documents']:,} documents, {t['sentences']:,} sentences; "
+        f"splitter: {manifest['sentence_splitter']}; {manifest['elapsed_seconds']} s",
+        file=sys.stderr,
+    )
+    return 0

@@ -1,0 +1,94 @@
+"""``bertprep vocab``: train a WordPiece vocabulary (Google's layout) on cleaned documents."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+HELP = "train a BERT WordPiece vocab.txt on the cleaned corpus, with a report"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "vocab",
+        help=HELP,
+        description=HELP + ". Other --flags are Beam pipeline options.",
+        formatter_class=lambda prog: argparse.ArgumentDefaultsHelpFormatter(prog, width=100),
+    )
+    p.add_argument(
+        "--input",
+        required=True,
+        help="the clean stage's output directory (documents-*.parquet) or a glob",
+    )
+    p.add_argument("--output", required=True, help="output directory")
+    p.add_argument("--vocab-size", type=int, default=30522, help="tokens in vocab.txt, exactly")
+    p.add_argument(
+        "--lowercase",
+        dest="do_lower_case",
+        action="store_true",
+        default=True,
+        help="uncased: lowercase and strip accents (as the instance stage)",
+    )
+    p.add_argument(
+        "--cased", dest="do_lower_case", action="store_false", help="cased: keep case and accents"
+    )
+    p.add_argument(
+        "--sample-sentences", type=int, default=1_000_000, help="training sample size (sentences)"
+    )
+    p.add_argument(
+        "--heldout-sentences", type=int, default=20_000, help="held-out sample size for the report"
+    )
+    p.add_argument(
+        "--heldout-per-mille",
+        type=int,
+        default=20,
+        help="documents (per 1000) set aside for the held-out report sample",
+    )
+    p.add_argument("--min-frequency", type=int, default=2, help="minimum merge frequency")
+    p.add_argument("--reserved-unused", type=int, default=994, help="[unusedN] slots")
+    p.add_argument("--limit-alphabet", type=int, default=1000, help="characters in the alphabet")
+    p.add_argument("--seed", type=int, default=12345, help="seed of the samples")
+    p.add_argument("--compare-vocab", help="another vocab.txt to report on the same held-out text")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace, beam_args: list[str]) -> int:
+    from pipeline.beam_options import UnsafeRunnerModeError, make_pipeline_options
+    from pipeline.input_files import NoInputFilesError
+    from pipeline.vocab_job import VocabJobConfig, VocabJobError, run_vocab_job
+
+    def progress(message: str) -> None:
+        print(f"[bertprep vocab] {message}", file=sys.stderr, flush=True)
+
+    config = VocabJobConfig(
+        input=args.input,
+        output=args.output,
+        vocab_size=args.vocab_size,
+        do_lower_case=args.do_lower_case,
+        sample_sentences=args.sample_sentences,
+        heldout_sentences=args.heldout_sentences,
+        heldout_per_mille=args.heldout_per_mille,
+        min_frequency=args.min_frequency,
+        reserved_unused=args.reserved_unused,
+        limit_alphabet=args.limit_alphabet,
+        seed=args.seed,
+        compare_vocab=args.compare_vocab,
+    )
+    try:
+        manifest = run_vocab_job(config, make_pipeline_options(beam_args), progress)
+    except (UnsafeRunnerModeError, VocabJobError, NoInputFilesError) as e:
+        print(f"bertprep vocab: error: {e}", file=sys.stderr)
+        return 2
+    report = manifest["report"]
+    summary = {"vocab": report["heldout"], "seconds": manifest["seconds"]}
+    if "compare" in report:
+        summary["compare"] = {k: report["compare"][k] for k in ("heldout", "overlap")}
+    for key in ("missing_characters",):
+        for part in (
+            summary.get("vocab") or {},
+            (summary.get("compare") or {}).get("heldout") or {},
+        ):
+            part.pop(key, None)
+    print(json.dumps(summary, indent=2), file=sys.stderr)
+    return 0

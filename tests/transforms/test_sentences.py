@@ -1,0 +1,520 @@
+"""Sentence splitting with Punkt from punkt_tab tables (transforms.sentences).
+
+Unit tests use hand-built parameters and hand-written text; the real-data tests use the shared
+punkt_tab English parameters and the Gutenberg books in ../shared/corpora.
+"""
+
+from __future__ import annotations
+
+import functools
+import pickle
+import random
+from collections import Counter
+from pathlib import Path
+
+import nltk.data
+import pytest
+from nltk.tokenize.punkt import PunktParameters, PunktTokenizer
+
+from tests.conftest import require_corpora
+from transforms.book_text import clean_book
+from transforms.sentences import (
+    PUNKT_FILES,
+    PunktTables,
+    SentenceSplitter,
+    _sample,
+    load_punkt_parameters,
+    load_punkt_parameters_from,
+    save_punkt_parameters,
+    split_overlong,
+    train_punkt_parameters,
+)
+
+
+def hand_params() -> PunktParameters:
+    params = PunktParameters()
+    params.abbrev_types = {"mr", "mrs", "dr", "st", "e.g", "i.e", "etc"}
+    params.collocations = {("##number##", "january"), ("s", "bach")}
+    params.sent_starters = {"however", "the"}
+    params.ortho_context.update({"darcy": 4, "the": 42, "élan": 3, "zero": 0})
+    return params
+
+
+def write_tables(directory: Path, params: PunktParameters) -> Path:
+    save_punkt_parameters(params, directory)
+    return directory
+
+
+# ---------------------------------------------------------------------------------------------
+# Tables, saving and loading
+# ---------------------------------------------------------------------------------------------
+
+
+def test_tables_round_trip():
+    params = hand_params()
+    tables = PunktTables.from_parameters(params)
+    assert tables.abbrev_types == ("dr", "e.g", "etc", "i.e", "mr", "mrs", "st")
+    back = tables.to_parameters()
+    assert back.abbrev_types == params.abbrev_types
+    assert back.collocations == params.collocations
+    assert back.sent_starters == params.sent_starters
+    assert dict(back.ortho_context) == dict(params.ortho_context)
+    assert PunktTables.from_parameters(back) == tables
+    assert back.ortho_context["unseen"] == 0  # still a defaultdict(int)
+
+
+def test_save_and_load_are_exact(tmp_path: Path):
+    params = hand_params()
+    save_punkt_parameters(params, tmp_path / "model")
+    assert sorted(p.name for p in (tmp_path / "model").iterdir()) == sorted(PUNKT_FILES)
+    back = load_punkt_parameters_from(tmp_path / "model")
+    assert PunktTables.from_parameters(back) == PunktTables.from_parameters(params)
+    assert back.ortho_context == params.ortho_context  # the zero entry too
+
+
+def test_saved_files_are_sorted_lf_terminated_and_stable(tmp_path: Path):
+    save_punkt_parameters(hand_params(), tmp_path / "a")
+    save_punkt_parameters(load_punkt_parameters_from(tmp_path / "a"), tmp_path / "b")
+    for name in PUNKT_FILES:
+        first = (tmp_path / "a" / name).read_bytes()
+        assert first == (tmp_path / "b" / name).read_bytes()
+        assert b"\r" not in first and first.endswith(b"\n")
+    assert (tmp_path / "a" / "abbrev_types.txt").read_text() == "dr\ne.g\netc\ni.e\nmr\nmrs\nst\n"
+    assert (tmp_path / "a" / "collocations.tab").read_text() == "##number##\tjanuary\ns\tbach\n"
+    assert (tmp_path / "a" / "ortho_context.tab").read_text(encoding="utf-8") == (
+        "darcy\t4\nthe\t42\nzero\t0\nélan\t3\n"
+    )
+
+
+def test_save_empty_parameters(tmp_path: Path):
+    save_punkt_parameters(PunktParameters(), tmp_path)
+    assert all((tmp_path / name).read_bytes() == b"" for name in PUNKT_FILES)
+    back = load_punkt_parameters_from(tmp_path)
+    assert PunktTables.from_parameters(back) == PunktTables((), (), (), ())
+
+
+def test_save_refuses_words_the_format_cannot_hold(tmp_path: Path):
+    params = PunktParameters()
+    params.abbrev_types = {"bad\tword"}
+    with pytest.raises(ValueError, match="cannot store"):
+        save_punkt_parameters(params, tmp_path)
+
+
+def test_load_from_missing_or_malformed_files(tmp_path: Path):
+    with pytest.raises(FileNotFoundError):
+        load_punkt_parameters_from(tmp_path)
+    write_tables(tmp_path, hand_params())
+    (tmp_path / "ortho_context.tab").write_text("word\tnot-a-number\n")
+    with pytest.raises(ValueError, match="not an integer"):
+        load_punkt_parameters_from(tmp_path)
+    (tmp_path / "ortho_context.tab").write_text("word\t1\textra\n")
+    with pytest.raises(ValueError, match="tab-separated"):
+        load_punkt_parameters_from(tmp_path)
+
+
+def test_load_reads_the_files_nltk_writes(tmp_path: Path):
+    # NLTK's own format: no trailing newline, unsorted.
+    (tmp_path / "abbrev_types.txt").write_text("mr\ndr")
+    (tmp_path / "collocations.tab").write_text("s\tbach")
+    (tmp_path / "sent_starters.txt").write_text("the")
+    (tmp_path / "ortho_context.tab").write_text("the\t42\ndarcy\t4")
+    back = load_punkt_parameters_from(tmp_path)
+    assert back.abbrev_types == {"mr", "dr"}
+    assert back.collocations == {("s", "bach")}
+    assert back.sent_starters == {"the"}
+    assert back.ortho_context == {"the": 42, "darcy": 4}
+
+
+@pytest.fixture
+def no_nltk_data(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NLTK_DATA", raising=False)
+    monkeypatch.setattr(nltk.data, "path", [])
+
+
+def test_load_punkt_parameters_not_installed(tmp_path: Path, no_nltk_data: None):
+    assert load_punkt_parameters("english", paths=[tmp_path]) is None
+
+
+def test_load_punkt_parameters_honours_nltk_data_set_after_import(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_nltk_data: None
+):
+    write_tables(tmp_path / "tokenizers" / "punkt_tab" / "english", hand_params())
+    monkeypatch.setenv("NLTK_DATA", str(tmp_path))
+    params = load_punkt_parameters()
+    assert params is not None
+    assert PunktTables.from_parameters(params) == PunktTables.from_parameters(hand_params())
+    assert load_punkt_parameters("german") is None
+
+
+def test_load_punkt_parameters_from_paths(tmp_path: Path, no_nltk_data: None):
+    write_tables(tmp_path / "tokenizers" / "punkt_tab" / "english", hand_params())
+    params = load_punkt_parameters(paths=[tmp_path])
+    assert params is not None and params.abbrev_types == hand_params().abbrev_types
+
+
+def test_load_punkt_parameters_never_unpickles(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_nltk_data: None
+):
+    write_tables(tmp_path / "tokenizers" / "punkt_tab" / "english", hand_params())
+    (tmp_path / "tokenizers" / "punkt").mkdir()
+    (tmp_path / "tokenizers" / "punkt" / "english.pickle").write_bytes(b"not a pickle")
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a pickle was loaded")
+
+    monkeypatch.setattr(pickle, "load", refuse)
+    monkeypatch.setattr(pickle, "loads", refuse)
+    monkeypatch.setattr(nltk.data, "load", refuse)
+    params = load_punkt_parameters(paths=[tmp_path])
+    assert params is not None and params.abbrev_types == hand_params().abbrev_types
+
+
+@pytest.mark.parametrize("name", ["", "english/../german", "en glish", "../x"])
+def test_load_punkt_parameters_refuses_bad_language_names(name: str):
+    with pytest.raises(ValueError):
+        load_punkt_parameters(name)
+
+
+# ---------------------------------------------------------------------------------------------
+# Splitting
+# ---------------------------------------------------------------------------------------------
+
+
+def test_split_with_abbreviations():
+    splitter = SentenceSplitter(hand_params())
+    text = (
+        "Mr. Darcy met Dr. Watson near St. Paul's at noon. They spoke of tea, e.g. green tea, "
+        "and sugar. However, nobody listened! Was it late? It was."
+    )
+    assert splitter.split(text) == [
+        "Mr. Darcy met Dr. Watson near St. Paul's at noon.",
+        "They spoke of tea, e.g. green tea, and sugar.",
+        "However, nobody listened!",
+        "Was it late?",
+        "It was.",
+    ]
+
+
+def test_split_keeps_closing_quotes_with_their_sentence():
+    splitter = SentenceSplitter(hand_params())
+    text = "“Single, my dear.” He left. (It was late.) ‘Yes,’ she said. “Go!” ‘Now.’ Done."
+    assert splitter.split(text) == [
+        "“Single, my dear.”",
+        "He left.",
+        "(It was late.)",
+        "‘Yes,’ she said.",
+        "“Go!”",
+        "‘Now.’",
+        "Done.",
+    ]
+
+
+def test_split_known_punkt_limitation_question_before_lowercase():
+    # Punkt always ends a sentence at "?" and "!", even before "she asked".
+    splitter = SentenceSplitter(hand_params())
+    assert splitter.split("“Is he married?” she asked.") == ["“Is he married?”", "she asked."]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "“Mr. Darcy is not worth listening to.”",  # curly quote glued to the title
+        "‘Mr. Darcy is not worth listening to.’",
+        "“You are an adept yourself, Mr. Darcy.”",  # the name's own period before the quote
+        '"You are an adept yourself, Mr. Darcy."',
+        "You are an adept yourself, Mr. Darcy.",
+    ],
+)
+def test_title_is_never_cut_from_the_name(text: str):
+    splitter = SentenceSplitter(hand_params())
+    assert splitter.split(f"{text} She left.") == [text, "She left."]
+
+
+def test_breaks_inside_a_chunk_without_spaces():
+    splitter = SentenceSplitter(hand_params())
+    assert splitter.split("It was only for a few days.--Mr. Knightley came in.") == [
+        "It was only for a few days.",
+        "--Mr. Knightley came in.",
+    ]
+    assert splitter.split(
+        '"No; to-night!--to-night!" she cried. Very bad acting!!! I promise.'
+    ) == [
+        '"No; to-night!--to-night!"',
+        "she cried.",
+        "Very bad acting!!!",
+        "I promise.",
+    ]
+
+
+def test_titles_before_names_that_are_common_words():
+    params = hand_params()
+    params.ortho_context["guest"] = 32  # seen lowercase mid-sentence only: Punkt's sentence starter
+    text = "He sat with Mr. Guest, his clerk. It was late."
+    assert SentenceSplitter(params).split(text) == [
+        "He sat with Mr. Guest, his clerk.",
+        "It was late.",
+    ]
+    assert SentenceSplitter(params, titles=()).split(text) == [
+        "He sat with Mr.",
+        "Guest, his clerk.",
+        "It was late.",
+    ]
+
+
+def test_split_gives_one_line_sentences():
+    splitter = SentenceSplitter(hand_params())
+    assert splitter.split("First line\nstill the first   sentence. Second\tone.") == [
+        "First line still the first sentence.",
+        "Second one.",
+    ]
+    assert splitter.split("") == []
+    assert splitter.split("   \n ") == []
+
+
+def test_split_overlong_prefers_semicolons_then_whitespace():
+    sentence = "alpha beta gamma; delta epsilon zeta eta theta iota kappa lambda mu"
+    assert split_overlong(sentence, 30) == [
+        "alpha beta gamma;",
+        "delta epsilon zeta eta theta",
+        "iota kappa lambda mu",
+    ]
+    assert split_overlong("x" * 25, 10) == ["x" * 10, "x" * 10, "x" * 5]
+    assert split_overlong("short", 10) == ["short"]
+
+
+def test_splitter_guard_counts_overlong_sentences():
+    splitter = SentenceSplitter(hand_params(), max_chars=40)
+    long_sentence = "It rained; " * 4 + "and then it rained again all through the night."
+    sentences, overlong = splitter.split_counted(f"{long_sentence} It stopped.")
+    assert overlong == 1
+    assert all(len(s) <= 40 for s in sentences)
+    assert sentences[-1] == "It stopped."
+    assert " ".join(sentences) == f"{long_sentence} It stopped."
+    assert splitter.split_counted("Short. Fine.") == (["Short.", "Fine."], 0)
+
+
+def test_splitter_validates_max_chars():
+    with pytest.raises(ValueError):
+        SentenceSplitter(hand_params(), max_chars=0)
+
+
+def test_splitter_is_picklable_without_its_tokenizer():
+    splitter = SentenceSplitter(hand_params(), max_chars=500)
+    text = "Mr. Darcy bowed. Dr. Watson left."
+    before = splitter.split(text)  # builds the tokenizer
+    assert splitter._tokenizer is not None
+    clone = pickle.loads(pickle.dumps(splitter))
+    assert clone._tokenizer is None
+    assert clone.max_chars == 500
+    assert clone.tables == splitter.tables
+    assert clone.titles == splitter.titles
+    assert clone.split(text) == before == ["Mr. Darcy bowed.", "Dr. Watson left."]
+    assert b"PunktSentenceTokenizer" not in pickle.dumps(splitter)
+
+
+def test_splitting_does_not_change_the_tables():
+    splitter = SentenceSplitter(hand_params())
+    tables = splitter.tables
+    splitter.split("Completely unseen words appear here. Another one follows.")
+    assert splitter.tables == tables == PunktTables.from_parameters(hand_params())
+
+
+def test_splitter_accepts_tables():
+    tables = PunktTables.from_parameters(hand_params())
+    assert SentenceSplitter(tables).split("Mr. Darcy bowed. He left.") == [
+        "Mr. Darcy bowed.",
+        "He left.",
+    ]
+
+
+def test_for_language_missing(tmp_path: Path, no_nltk_data: None):
+    with pytest.raises(LookupError, match="NLTK_DATA"):
+        SentenceSplitter.for_language("english", paths=[tmp_path])
+
+
+# ---------------------------------------------------------------------------------------------
+# Training
+# ---------------------------------------------------------------------------------------------
+
+NAMES = ["Darcy", "Bennet", "Watson", "Holmes", "Harker", "Seward", "Morris", "Weston"]
+VERBS = ["met", "called on", "wrote to", "dined with", "walked with", "argued with"]
+PLACES = ["garden", "library", "town", "house", "park", "rain", "evening", "morning"]
+TEMPLATES = [
+    "{t1} {a} {verb} {t2} {b} in the {p1}.",
+    "In the {p1} it was cold, and {t1} {a} stayed in the {p2}.",
+    "Nobody came to the {p1} that {p2}.",
+    "{t1} {a} said nothing about the {p1}.",
+    "The {p1} was quiet when {t1} {a} {verb} {t2} {b}.",
+    "It was the {p1}, and the {p2} was dark.",
+]
+
+
+def synthetic_corpus(paragraphs: int = 400, seed: int = 7) -> list[str]:
+    """Hand-made sentences where titles are always followed by a name and every other word also
+    appears inside sentences."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(paragraphs):
+        sentences = []
+        for _ in range(rng.randint(2, 6)):
+            a, b = rng.sample(NAMES, 2)
+            p1, p2 = rng.sample(PLACES, 2)
+            t1, t2 = rng.choice(["Mr.", "Dr.", "Mrs."]), rng.choice(["Mr.", "Dr.", "Mrs."])
+            template = rng.choice(TEMPLATES)
+            sentences.append(
+                template.format(t1=t1, t2=t2, a=a, b=b, p1=p1, p2=p2, verb=rng.choice(VERBS))
+            )
+        out.append(" ".join(sentences))
+    return out
+
+
+def test_sample_is_bounded_and_order_independent():
+    texts = [f"text number {i} " + "word " * (i % 7) for i in range(200)]
+    sample = _sample(texts, 1_000)
+    assert sum(map(len, sample)) <= 1_000
+    assert len(sample) > 20
+    shuffled = texts[:]
+    random.Random(1).shuffle(shuffled)
+    assert _sample(shuffled, 1_000) == sample
+    assert _sample(texts, 10**9) == _sample(reversed(texts), 10**9)
+    assert len(_sample(texts, 10**9)) == 200
+
+
+def test_sample_cuts_a_long_text_at_whitespace():
+    assert _sample(["aaaa bbbb cccc dddd"], 12) == ["aaaa bbbb"]
+    assert _sample(["x" * 30], 12) == ["x" * 12]
+    assert _sample(["", "   "], 100) == []
+
+
+def test_train_learns_abbreviations_deterministically(tmp_path: Path):
+    corpus = synthetic_corpus()
+    params = train_punkt_parameters(corpus)
+    assert {"mr", "dr", "mrs"} <= params.abbrev_types
+    shuffled = corpus[:]
+    random.Random(3).shuffle(shuffled)
+    again = train_punkt_parameters(shuffled)
+    assert PunktTables.from_parameters(again) == PunktTables.from_parameters(params)
+    save_punkt_parameters(params, tmp_path)
+    back = load_punkt_parameters_from(tmp_path)
+    assert PunktTables.from_parameters(back) == PunktTables.from_parameters(params)
+    splitter = SentenceSplitter(back, titles=())  # the learned abbreviations alone
+    assert splitter.split("Mr. Holmes met Dr. Watson in the park. It rained in the town.") == [
+        "Mr. Holmes met Dr. Watson in the park.",
+        "It rained in the town.",
+    ]
+
+
+def test_train_with_the_abbreviation_penalty_misses_mixed_style_abbreviations():
+    corpus = synthetic_corpus()
+    corpus += [p.replace("Mr.", "Mr") for p in synthetic_corpus(60, seed=11)]  # British style
+    assert "mr" in train_punkt_parameters(corpus).abbrev_types
+    assert "mr" not in train_punkt_parameters(corpus, ignore_abbrev_penalty=False).abbrev_types
+
+
+# ---------------------------------------------------------------------------------------------
+# Real data: the shared punkt_tab parameters and the Gutenberg books
+# ---------------------------------------------------------------------------------------------
+
+
+def nltk_data_dir() -> Path:
+    return require_corpora("nltk_data")
+
+
+@functools.cache
+def english_splitter() -> SentenceSplitter:
+    return SentenceSplitter.for_language("english", paths=[nltk_data_dir()])
+
+
+@functools.cache
+def _book(path: Path) -> tuple[str, ...]:
+    paragraphs, _ = clean_book(path.read_bytes(), path.name, Counter())
+    return tuple(paragraphs)
+
+
+def book(name: str) -> tuple[str, ...]:
+    return _book(require_corpora("books", name))
+
+
+def test_shared_punkt_tab_matches_nltks_own_loader(monkeypatch: pytest.MonkeyPatch):
+    directory = nltk_data_dir()
+    params = load_punkt_parameters(paths=[directory])
+    assert params is not None
+    monkeypatch.setattr(nltk.data, "path", [str(directory)])
+    reference = PunktTokenizer("english")._params  # NLTK's tab loader, no pickle either
+    assert PunktTables.from_parameters(params) == PunktTables.from_parameters(reference)
+    assert {"mr", "mrs", "dr", "st", "jan", "a.m", "p.m"} <= params.abbrev_types
+
+
+def test_shared_punkt_tab_splits_sensibly():
+    splitter = english_splitter()
+    text = (
+        "“My dear Mr. Bennet,” said his lady to him one day, “have you heard that Netherfield "
+        "Park is let at last?” Mr. Bennet replied that he had not. Dr. Watson arrived at "
+        "9 a.m. on Jan. 5th. St. Paul's was closed, etc. He left."
+    )
+    assert splitter.split(text) == [
+        "“My dear Mr. Bennet,” said his lady to him one day, “have you heard that Netherfield "
+        "Park is let at last?”",
+        "Mr. Bennet replied that he had not.",
+        "Dr. Watson arrived at 9 a.m. on Jan. 5th.",
+        "St. Paul's was closed, etc.",
+        "He left.",
+    ]
+
+
+def test_pride_and_prejudice_sentences():
+    splitter = english_splitter()
+    sentences = [s for p in book("1342-0.txt") for s in splitter.split(p)]
+    assert 5_000 <= len(sentences) <= 8_000  # 6,066 with these parameters
+    assert sentences[0] == (
+        "It is a truth universally acknowledged, that a single man in possession of a good "
+        "fortune, must be in want of a wife."
+    )
+    # "Mr. Darcy" / "Mrs. Bennet" are never cut after the title
+    assert not [s for s in sentences if s.endswith((" Mr.", " Mrs.", "“Mr.", " Dr."))]
+    assert any(s.startswith("Mr. Darcy") for s in sentences)
+    mean = sum(map(len, sentences)) / len(sentences)
+    assert 60 <= mean <= 200
+
+
+@pytest.mark.slow
+def test_every_book_splits_into_bounded_sentences():
+    splitter = english_splitter()
+    total = overlong_total = 0
+    for name in sorted(p.name for p in require_corpora("books").glob("*.txt")):
+        counted = [splitter.split_counted(p) for p in book(name)]
+        sentences = [s for ss, _ in counted for s in ss]
+        overlong_total += sum(n for _, n in counted)
+        total += len(sentences)
+        assert len(sentences) >= 1_000, name
+        assert all(0 < len(s) <= splitter.max_chars and "\n" not in s for s in sentences), name
+    assert 50_000 <= total <= 80_000  # 59,110
+    assert overlong_total <= 5  # 2: one in 9198-8.txt, one in pg174.txt
+
+
+@pytest.mark.slow
+def test_training_on_the_books(tmp_path: Path):
+    books = sorted(require_corpora("books").glob("*.txt"))
+    texts = (p for path in books for p in _book(path))
+    params = train_punkt_parameters(texts, max_chars=1_500_000)
+    assert {"mr", "mrs", "dr", "st", "etc", "esq", "i.e"} <= params.abbrev_types
+    assert not {"darcy", "bennet", "bingley"} & params.sent_starters
+    save_punkt_parameters(params, tmp_path / "books")
+    back = load_punkt_parameters_from(tmp_path / "books")
+    assert PunktTables.from_parameters(back) == PunktTables.from_parameters(params)
+    assert back.ortho_context == params.ortho_context
+    save_punkt_parameters(back, tmp_path / "again")
+    for name in PUNKT_FILES:
+        assert (tmp_path / "books" / name).read_bytes() == (tmp_path / "again" / name).read_bytes()
+    splitter = SentenceSplitter(back, titles=())  # the learned parameters alone
+    paragraph = (
+        "Mr. Darcy and Mrs. Bennet called on Dr. Jekyll in St. James's Street. They brought "
+        "tea, sugar, etc. for the journey. The letter was for John Knightley, Esq. of Donwell, "
+        "i.e. the elder brother. It was late."
+    )
+    assert splitter.split(paragraph) == [
+        "Mr. Darcy and Mrs. Bennet called on Dr. Jekyll in St. James's Street.",
+        "They brought tea, sugar, etc. for the journey.",
+        "The letter was for John Knightley, Esq. of Donwell, i.e. the elder brother.",
+        "It was late.",
+    ]

@@ -1,0 +1,92 @@
+"""Text normalization and the exact-dedup content hash (transforms.text_normalization)."""
+
+from __future__ import annotations
+
+import hashlib
+import unicodedata
+
+import pytest
+
+from transforms.text_normalization import content_hash, normalize_text
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("one\r\ntwo\rthree\nfour", "one\ntwo\nthree\nfour"),
+        ("a\vb\fc\x85d\u2028e\u2029f", "a\nb\nc\nd\ne\nf"),
+        ("tab\tseparated\t\twords", "tab separated words"),
+        ("many    spaces \u00a0\u2003 and\u3000more", "many spaces and more"),
+        ("  leading and trailing  \n  second line  ", "leading and trailing\nsecond line"),
+        ("nul\x00 bell\x07 esc\x1b del\x7f c1\x9b end", "nul bell esc del c1 end"),
+        (
+            "\ufeffbom, soft\u00adhyphen, zero\u200bwidth, word\u2060joiner",
+            "bom, softhyphen, zerowidth, wordjoiner",
+        ),
+        ("para one\n\n\n\n\npara two", "para one\n\npara two"),
+        ("\n\n\n  \nbody\n \n\n", "body"),
+        ("", ""),
+    ],
+)
+def test_normalize_text_rules(raw: str, expected: str):
+    assert normalize_text(raw) == expected
+
+
+def test_nfc_composes_combining_marks():
+    decomposed = "Cafe\u0301 de\u0301ja\u0300 vu, A\u030angstro\u0308m"
+    out = normalize_text(decomposed)
+    assert out == "Café déjà vu, Ångström"
+    assert unicodedata.is_normalized("NFC", out)
+
+
+def test_control_character_between_base_and_mark_still_composes():
+    assert normalize_text("e\x00\u0301") == "é"
+
+
+def test_zero_width_joiners_are_kept():
+    text = "क्\u200dष and \u200cx"
+    assert normalize_text(text) == text
+
+
+def test_normalize_text_is_idempotent():
+    samples = [
+        "  A\tb\r\n\r\n\r\nc\u00a0\u00a0d e\u0301 \x01\n\n",
+        "\u2028\u2029x\x85y\ufeff",
+        "line one  \n   line two\t\n\n\n\nline three",
+    ]
+    for sample in samples:
+        once = normalize_text(sample)
+        assert normalize_text(once) == once
+
+
+def test_output_invariants():
+    out = normalize_text("a\r\n\t\tb\x00\x0b\x0c  c\n\n\n\nd \u00a0 e")
+    assert "\r" not in out and "\t" not in out and "  " not in out and "\n\n\n" not in out
+    assert all(ch == "\n" or unicodedata.category(ch) != "Cc" for ch in out)
+
+
+def test_content_hash_is_sha256_of_folded_text():
+    expected = hashlib.sha256(b"hello world").hexdigest()
+    assert content_hash("Hello World") == expected
+    assert len(expected) == 64
+
+
+def test_content_hash_ignores_case_spacing_wrapping_line_endings_and_composition():
+    base = content_hash("The quick brown fox jumps over the lazy café.")
+    variants = [
+        "THE QUICK BROWN FOX JUMPS OVER THE LAZY CAFÉ.",
+        "The quick brown fox\r\njumps over the\tlazy  cafe\u0301.",
+        "  The quick\n\nbrown fox jumps over the lazy café.\n",
+        "\ufeffThe quick brown fox jumps over the lazy café.",
+    ]
+    for variant in variants:
+        assert content_hash(variant) == base, variant
+
+
+def test_content_hash_casefolds_beyond_lower():
+    assert content_hash("STRASSE") == content_hash("straße")
+
+
+def test_content_hash_differs_on_content():
+    assert content_hash("one two") != content_hash("one two.")
+    assert content_hash("one two") != content_hash("onetwo")

@@ -1,0 +1,50 @@
+"""Text normalization for cleaned prose, and a content hash for exact deduplication.
+
+``normalize_text`` is idempotent (``normalize_text(normalize_text(t)) == normalize_text(t)``) and
+applies, in order:
+
+1. line endings: ``\\r\\n``, ``\\r`` and the other Unicode line breaks (``\\v``, ``\\f``, NEL
+   U+0085, LINE/PARAGRAPH SEPARATOR U+2028/U+2029) become ``\\n``;
+2. a tab becomes a space; every other control character (category Cc: U+0000-U+001F and
+   U+007F-U+009F, e.g. NUL, ESC, the C1 range) and the invisible format characters BOM U+FEFF,
+   soft hyphen U+00AD, zero-width space U+200B and word joiner U+2060 are removed — zero-width
+   (non-)joiners are kept, some scripts need them;
+3. Unicode NFC (composed form: ``e`` + combining acute becomes ``é``);
+4. within a line, every whitespace run (including no-break and other Unicode spaces) becomes one
+   space, and each line is stripped at both ends;
+5. runs of blank lines become a single blank line (a paragraph break), and blank lines at the
+   start and end are removed.
+
+The result never contains ``\\r``, ``\\t``, control characters other than ``\\n``, two
+consecutive spaces, or three consecutive newlines.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+
+_LINE_BREAKS = re.compile(r"\r\n|[\r\v\f\x85\u2028\u2029]")
+_REMOVED = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\ufeff\u00ad\u200b\u2060]")
+_SPACES = re.compile(r"[^\S\n]+")
+_BLANK_LINE_RUNS = re.compile(r"\n{3,}")
+_ANY_WHITESPACE = re.compile(r"\s+")
+
+
+def normalize_text(text: str) -> str:
+    """The normalized form of ``text`` (see the module docstring for the rules)."""
+    text = _LINE_BREAKS.sub("\n", text)
+    text = _REMOVED.sub("", text.replace("\t", " "))
+    text = unicodedata.normalize("NFC", text)
+    lines = [_SPACES.sub(" ", line).strip() for line in text.split("\n")]
+    return _BLANK_LINE_RUNS.sub("\n\n", "\n".join(lines)).strip("\n")
+
+
+def content_hash(text: str) -> str:
+    """sha256 (hex) of ``text`` normalized, casefolded, with all whitespace (line breaks too)
+    collapsed to single spaces: texts that differ only in case, spacing, wrapping, line endings
+    or Unicode composition hash the same."""
+    folded = normalize_text(text).casefold()
+    folded = _ANY_WHITESPACE.sub(" ", folded).strip()
+    return hashlib.sha256(folded.encode("utf-8")).hexdigest()
