@@ -59,6 +59,7 @@ class CleanJobConfig:
     num_shards: int = 4
     punkt_sample_documents: int = 2000
     max_sentence_chars: int = 2000
+    multistream_bytes: int = 64 << 20
     seed: int = 12345
 
     def inputs(self) -> dict[str, list[str]]:
@@ -80,6 +81,20 @@ class RawDocument:
         return "\n\n".join(self.paragraphs)
 
 
+@dataclass(frozen=True)
+class WorkUnit:
+    """An input file, or one stream range of a multistream dump, as read by one worker."""
+
+    path: str
+    name: str
+    stream_range: object = None
+
+    @property
+    def dump(self) -> str:
+        """The dump file's name (the same for every range of it, so document ids are too)."""
+        return self.name
+
+
 def _open(path: str):
     """A binary stream of the decompressed file (.bz2, .gz by Beam; .xz by lzma)."""
     if path.endswith(".xz"):
@@ -93,7 +108,7 @@ def _paragraphs_of_text(text: str) -> list[str]:
 
 
 class ReadSourcesFn(CountingDoFn):
-    """(source kind, InputFile) → RawDocument (main), Reject (``rejects``), counts (``stats``).
+    """(source kind, WorkUnit) → RawDocument (main), Reject (``rejects``), counts (``stats``).
 
     Counts are prefixed with the source kind (``wikipedia.dropped_redirect``, ...).
     """
@@ -101,20 +116,20 @@ class ReadSourcesFn(CountingDoFn):
     def __init__(self, config: CleanJobConfig) -> None:
         self._config = config
 
-    def process(self, element: tuple[str, InputFile]):
-        kind, input_file = element
+    def process(self, element: tuple[str, WorkUnit]):
+        kind, unit = element
         local: Counter[str] = Counter()
-        reader: Callable[[InputFile, Counter[str]], Iterator] = getattr(self, f"_read_{kind}")
+        reader: Callable[[WorkUnit, Counter[str]], Iterator] = getattr(self, f"_read_{kind}")
         try:
-            for item in reader(input_file, local):
+            for item in reader(unit, local):
                 if isinstance(item, Reject):
                     yield self.reject(item.with_source(kind))
                 else:
                     yield from self._finish(item, local)
         except (OSError, EOFError, ValueError) as e:  # damage the readers did not absorb
             local["unreadable_file"] += 1
-            yield self.reject(Reject.of("unreadable_file", input_file.name, str(e), kind))
-        local["input_files"] += 1
+            yield self.reject(Reject.of("unreadable_file", unit.name, str(e), kind))
+        local["input_files" if not unit.stream_range else "multistream_parts"] += 1
         for key, value in local.items():
             self.stats[f"{kind}.{key}"] += value
 
@@ -133,11 +148,13 @@ class ReadSourcesFn(CountingDoFn):
         local["documents"] += 1
         yield RawDocument(doc_id, source, title, paragraphs, content_hash("\n\n".join(paragraphs)))
 
-    def _read_wikipedia(self, f: InputFile, local: Counter[str]):
+    def _read_wikipedia(self, f: WorkUnit, local: Counter[str]):
+        from pipeline.multistream import RangeStream
         from transforms.mediawiki_xml import WikiPage, iter_pages
         from transforms.wikitext import wikitext_to_paragraphs
 
-        with _open(f.path) as stream:
+        opened = RangeStream(f.stream_range) if f.stream_range else _open(f.path)
+        with opened as stream:
             for item in iter_pages(
                 stream,
                 f.name,
@@ -156,7 +173,7 @@ class ReadSourcesFn(CountingDoFn):
                 else:
                     yield item
 
-    def _read_books(self, f: InputFile, local: Counter[str]):
+    def _read_books(self, f: WorkUnit, local: Counter[str]):
         from transforms.book_text import clean_book
 
         with _open(f.path) as stream:
@@ -175,7 +192,7 @@ class ReadSourcesFn(CountingDoFn):
             title = f.name.rsplit("/", 1)[-1].rsplit(".", 1)[0]
             yield (f"books/{f.name}", "books", title, paragraphs)
 
-    def _read_jsonl(self, f: InputFile, local: Counter[str]):
+    def _read_jsonl(self, f: WorkUnit, local: Counter[str]):
         field_name, title_field = self._config.text_field, self._config.title_field
         with _open(f.path) as stream:
             for number, raw in enumerate(stream, start=1):
@@ -195,7 +212,7 @@ class ReadSourcesFn(CountingDoFn):
                 title = str(obj.get(title_field, "")) if isinstance(obj, dict) else ""
                 yield (f"jsonl/{f.name}/{number}", "jsonl", title, _paragraphs_of_text(text))
 
-    def _read_parquet(self, f: InputFile, local: Counter[str]):
+    def _read_parquet(self, f: WorkUnit, local: Counter[str]):
         import pyarrow.parquet as pq
 
         field_name, title_field = self._config.text_field, self._config.title_field
@@ -316,11 +333,30 @@ def _train_punkt(samples: list[tuple[int, str]], output: str):
     return tables
 
 
+def work_units(kind: str, files: list[InputFile], config: CleanJobConfig) -> list[WorkUnit]:
+    """Files as units of work; a multistream dump with its index becomes one unit per range."""
+    from pipeline.multistream import index_path, split_ranges, stream_offsets
+
+    units: list[WorkUnit] = []
+    for f in files:
+        if kind == "wikipedia" and f.name.endswith("-multistream-index.txt.bz2"):
+            continue
+        index = index_path(f.path) if kind == "wikipedia" else None
+        if index:
+            ranges = split_ranges(f.path, stream_offsets(index), config.multistream_bytes)
+            units += [WorkUnit(f.path, f.name, r) for r in ranges]
+        else:
+            units.append(WorkUnit(f.path, f.name))
+    return units
+
+
 def build_pipeline(
     p: beam.Pipeline, config: CleanJobConfig, files: dict[str, list[InputFile]], pretrained
 ) -> None:
     """Adds the cleaning job to ``p`` (see module docstring for what it writes)."""
-    elements = [(kind, f) for kind in SOURCES for f in files.get(kind, [])]
+    elements = [
+        (kind, u) for kind in SOURCES for u in work_units(kind, files.get(kind, []), config)
+    ]
     read = (
         p
         | "ListFiles" >> beam.Create(elements)

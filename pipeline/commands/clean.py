@@ -66,6 +66,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="longer sentences are cut at whitespace (and counted)",
     )
     flt.add_argument("--seed", type=int, default=12345, help="seed of the Punkt training sample")
+    out.add_argument(
+        "--multistream-mb",
+        type=int,
+        default=64,
+        help="a *-multistream.xml.bz2 dump with its index is split into ranges of about this "
+        "many compressed MB, read by different workers",
+    )
     p.set_defaults(run=run)
 
 
@@ -92,6 +99,7 @@ def run(args: argparse.Namespace, beam_args: list[str]) -> int:
         export_text=args.export_text,
         num_shards=args.num_shards,
         max_sentence_chars=args.max_sentence_chars,
+        multistream_bytes=args.multistream_mb << 20,
         seed=args.seed,
     )
     try:

@@ -132,6 +132,8 @@ def test_bad_inputs_are_counted_and_recorded(tmp_path, punkt_model):
     assert ("wikipedia", "truncated_dump") in found
     counts = manifest["counts"]
     assert counts["wikipedia"]["truncated_dump"] == 2  # the cut bz2 and the malformed XML
+    assert counts["wikipedia"]["dropped_empty"] == 1  # the page with no text
+    assert ("wikipedia", "dropped_empty") in found
     assert counts["books"]["documents_out"] == 1
 
 

@@ -1,0 +1,81 @@
+"""A multistream dump split by its index gives exactly the documents of reading it whole."""
+
+from __future__ import annotations
+
+import bz2
+import glob
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from pipeline.multistream import RangeStream, index_path, split_ranges, stream_offsets
+from tests.conftest import require_corpora
+from tests.pipeline.test_clean_job import clean
+
+WIKI = "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
+
+
+def make_multistream(target: Path, pages_per_stream: int = 10) -> Path:
+    """Writes X-multistream.xml.bz2 + index from the shared enwiki chunk, as Wikimedia lays out
+    theirs: a header stream (through </siteinfo>), then streams of pages, the last one closing
+    the root."""
+    xml = bz2.decompress(require_corpora("wiki", WIKI).read_bytes()).decode("utf-8")
+    head_end = xml.index("</siteinfo>") + len("</siteinfo>\n")
+    body, tail = xml[head_end:], "</mediawiki>\n"
+    body = body[: body.rindex("</mediawiki>")]
+    pages = [p + "</page>\n" for p in body.split("</page>")[:-1]]
+    dump = target / "test-multistream.xml.bz2"
+    index_lines, blobs, offset = [], [], 0
+    header = bz2.compress(xml[:head_end].encode())
+    blobs.append(header)
+    offset += len(header)
+    for i in range(0, len(pages), pages_per_stream):
+        group = pages[i : i + pages_per_stream]
+        last = i + pages_per_stream >= len(pages)
+        blob = bz2.compress(("".join(group) + (tail if last else "")).encode())
+        for page in group:
+            page_id = page.split("<id>", 1)[1].split("</id>", 1)[0]
+            title = page.split("<title>", 1)[1].split("</title>", 1)[0]
+            index_lines.append(f"{offset}:{page_id}:{title}")
+        blobs.append(blob)
+        offset += len(blob)
+    dump.write_bytes(b"".join(blobs))
+    (target / "test-multistream-index.txt.bz2").write_bytes(
+        bz2.compress(("\n".join(index_lines) + "\n").encode())
+    )
+    return dump
+
+
+def test_ranges_cover_the_file_and_decompress_to_whole_pages(tmp_path):
+    dump = make_multistream(tmp_path)
+    index = index_path(str(dump))
+    assert index is not None
+    offsets = stream_offsets(index)
+    assert len(offsets) == 21  # 206 pages in streams of 10
+    ranges = split_ranges(str(dump), offsets, 200_000)
+    assert ranges[0].start == 0 and ranges[-1].end is None and len(ranges) > 3
+    assert [r.end for r in ranges[:-1]] == [r.start for r in ranges[1:]]
+    pages = sum(RangeStream(r).read().count(b"<page>") for r in ranges)
+    assert pages == 206
+
+
+def test_split_run_equals_whole_run(tmp_path, monkeypatch):
+    monkeypatch.setenv("NLTK_DATA", str(require_corpora("nltk_data")))
+    (tmp_path / "in").mkdir()
+    dump = make_multistream(tmp_path / "in")
+    (tmp_path / "whole").mkdir()
+    (tmp_path / "whole" / "test-multistream.xml.bz2").write_bytes(dump.read_bytes())
+    split, out_split = clean(
+        tmp_path, "split", wikipedia=[str(tmp_path / "in" / "*")], multistream_bytes=200_000
+    )
+    whole, out_whole = clean(tmp_path, "whole-out", wikipedia=[str(tmp_path / "whole" / "*")])
+    assert split["counts"]["wikipedia"]["multistream_parts"] > 3
+    assert "multistream_parts" not in whole["counts"]["wikipedia"]
+
+    def documents(out: Path) -> dict[str, list[str]]:
+        table = pq.read_table(sorted(glob.glob(str(out / "documents-*.parquet"))))
+        return {r["doc_id"]: r["sentences"] for r in table.to_pylist()}
+
+    assert documents(out_split) == documents(out_whole)
+    for key in ("pages_kept", "dropped_redirect", "dropped_namespace", "dropped_disambiguation"):
+        assert split["counts"]["wikipedia"][key] == whole["counts"]["wikipedia"][key]
