@@ -49,6 +49,8 @@ class VocabJobConfig:
     limit_alphabet: int = 1000
     seed: int = 12345
     compare_vocab: str | None = None
+    exclude_eval_fraction: float = 0.0
+    """Documents the split stage holds out (same seed) are neither trained on nor reported on."""
 
 
 def _parquet_pattern(path: str) -> str:
@@ -57,7 +59,11 @@ def _parquet_pattern(path: str) -> str:
     return FileSystems.join(path, "documents-*.parquet")
 
 
-def _keyed_sentences(row: dict, seed: int, per_mille: int):
+def _keyed_sentences(row: dict, seed: int, per_mille: int, exclude_eval: float = 0.0):
+    from pipeline.split_job import is_eval
+
+    if exclude_eval and is_eval(seed, row["doc_id"], exclude_eval):
+        return
     heldout = stable_hash64(seed, "heldout", row["doc_id"]) % 1000 < per_mille
     for i, sentence in enumerate(row["sentences"] or []):
         if sentence:
@@ -77,7 +83,8 @@ def build_pipeline(p: beam.Pipeline, config: VocabJobConfig, pattern: str) -> No
     keyed = (
         p
         | "ReadDocuments" >> beam.io.ReadFromParquet(pattern, columns=["doc_id", "sentences"])
-        | "KeySentences" >> beam.FlatMap(_keyed_sentences, seed, per_mille)
+        | "KeySentences"
+        >> beam.FlatMap(_keyed_sentences, seed, per_mille, config.exclude_eval_fraction)
     )
     for name, heldout, size in (
         ("train", False, config.sample_sentences),

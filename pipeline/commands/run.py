@@ -1,0 +1,76 @@
+"""``bertprep run``: the whole job (clean → split → vocab → instance phases), resumable."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+HELP = "run every stage from raw inputs to training shards; finished stages are skipped"
+SAMPLE_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "sample.yaml"
+EPILOG = """\
+Without --config: the project's embedded sample corpus, end to end, into ./bertprep-out.
+Stages: clean, split, vocab, phase:<name> (one per instance phase). Other --flags are Beam
+pipeline options (e.g. --runner DataflowRunner ...; see the README).
+"""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "run",
+        help=HELP,
+        description=HELP + ".",
+        epilog=EPILOG,
+        formatter_class=lambda prog: argparse.ArgumentDefaultsHelpFormatter(prog, width=100),
+    )
+    p.add_argument(
+        "--config", help="YAML config (default: the embedded sample, configs/sample.yaml)"
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config key, e.g. phases.0.dupe_factor=5 (repeatable)",
+    )
+    p.add_argument(
+        "--force",
+        action="append",
+        default=[],
+        metavar="STAGE",
+        help="rerun STAGE even if current: clean, split, vocab, phase:NAME, all",
+    )
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace, beam_args: list[str]) -> int:
+    from pipeline.beam_options import UnsafeRunnerModeError, make_pipeline_options
+    from pipeline.clean_job import CleanConfigError
+    from pipeline.input_files import NoInputFilesError
+    from pipeline.instances_job import JobConfigError, NoInstancesError
+    from pipeline.run_config import ConfigError, load_run_config
+    from pipeline.run_job import format_summary, run_all
+    from pipeline.vocab_job import VocabJobError
+
+    def progress(message: str) -> None:
+        print(f"[bertprep run] {message}", file=sys.stderr, flush=True)
+
+    try:
+        config = load_run_config(args.config or SAMPLE_CONFIG, args.set)
+        make_pipeline_options(beam_args)  # refuse bad runner modes before any work
+        summary = run_all(
+            config, lambda: make_pipeline_options(beam_args), set(args.force), progress
+        )
+    except (
+        ConfigError,
+        UnsafeRunnerModeError,
+        CleanConfigError,
+        NoInputFilesError,
+        JobConfigError,
+        NoInstancesError,
+        VocabJobError,
+    ) as e:
+        print(f"bertprep run: error: {e}", file=sys.stderr)
+        return 2
+    print(format_summary(summary), file=sys.stderr)
+    return 0

@@ -1,0 +1,198 @@
+"""The end-to-end job's configuration: a YAML file (safe-loaded), validated key by key.
+
+Unknown keys, wrong types and impossible values are errors that name the key (``phases[1].dupe
+_factor``); ``--set a.b=value`` overrides any key with a YAML scalar.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, get_type_hints
+
+import yaml
+
+
+class ConfigError(ValueError):
+    """The configuration is invalid; the message names the key."""
+
+
+@dataclass
+class InputsConfig:
+    wikipedia: list[str] = field(default_factory=list)
+    books: list[str] = field(default_factory=list)
+    jsonl: list[str] = field(default_factory=list)
+    parquet: list[str] = field(default_factory=list)
+    text_field: str = "text"
+
+
+@dataclass
+class CleanConfig:
+    dedup: str = "near"
+    min_words: int = 20
+    num_shards: int = 4
+    keep_disambiguation: bool = False
+
+
+@dataclass
+class VocabConfig:
+    path: str | None = None
+    vocab_size: int = 30522
+    lowercase: bool = True
+    sample_sentences: int = 1_000_000
+    min_frequency: int = 2
+    limit_alphabet: int = 1000
+
+
+@dataclass
+class EvalConfig:
+    fraction: float = 0.01
+
+
+@dataclass
+class PhaseConfig:
+    name: str = "seq128"
+    max_seq_length: int = 128
+    max_predictions_per_seq: int = 20
+    masked_lm_prob: float = 0.15
+    dupe_factor: int = 10
+    short_seq_prob: float = 0.1
+    num_shards: int = 256
+    eval_num_shards: int = 4
+    whole_word_mask: bool = False
+    allow_prediction_cap: bool = False
+
+
+@dataclass
+class RunConfig:
+    output: str = "bertprep-out"
+    seed: int = 12345
+    inputs: InputsConfig = field(default_factory=InputsConfig)
+    clean: CleanConfig = field(default_factory=CleanConfig)
+    vocab: VocabConfig = field(default_factory=VocabConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    phases: list[PhaseConfig] = field(default_factory=lambda: [PhaseConfig()])
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _check(value: Any, kind: Any, where: str) -> Any:
+    """``value`` converted to ``kind`` (a dataclass, list[...], scalar or optional scalar)."""
+    if dataclasses.is_dataclass(kind):
+        if not isinstance(value, dict):
+            raise ConfigError(
+                f"{where or 'config'}: expected a mapping, got {type(value).__name__}"
+            )
+        hints = get_type_hints(kind)
+        known = [f.name for f in dataclasses.fields(kind)]
+        out = {}
+        for key, item in value.items():
+            path = f"{where}.{key}" if where else str(key)
+            if key not in known:
+                close = difflib.get_close_matches(str(key), known, n=1)
+                hint = f" (did you mean {close[0]}?)" if close else f" (known: {', '.join(known)})"
+                raise ConfigError(f"{path}: unknown key{hint}")
+            out[key] = _check(item, hints[key], path)
+        return kind(**out)
+    origin = getattr(kind, "__origin__", None)
+    if origin is list:
+        (inner,) = kind.__args__
+        if isinstance(value, str) and inner is str:
+            value = [value]
+        if not isinstance(value, list):
+            raise ConfigError(f"{where}: expected a list, got {type(value).__name__}")
+        return [_check(v, inner, f"{where}[{i}]") for i, v in enumerate(value)]
+    args = getattr(kind, "__args__", ())
+    if type(None) in args:  # Optional scalar
+        if value is None:
+            return None
+        kind = next(a for a in args if a is not type(None))
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if kind is bool and not isinstance(value, bool):
+        raise ConfigError(f"{where}: expected true/false, got {value!r}")
+    if kind is int and (isinstance(value, bool) or not isinstance(value, int)):
+        raise ConfigError(f"{where}: expected an integer, got {value!r}")
+    if not isinstance(value, kind):
+        raise ConfigError(f"{where}: expected {kind.__name__}, got {value!r}")
+    return value
+
+
+def _validate(config: RunConfig) -> RunConfig:
+    if config.clean.dedup not in ("exact", "near", "none"):
+        raise ConfigError("clean.dedup: must be exact, near or none")
+    if not 0 <= config.eval.fraction < 1:
+        raise ConfigError("eval.fraction: must lie in [0, 1)")
+    if not config.phases:
+        raise ConfigError("phases: at least one phase is needed")
+    names = [p.name for p in config.phases]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"phases: names must differ, got {names}")
+    for i, phase in enumerate(config.phases):
+        if not phase.name.replace("-", "").replace("_", "").isalnum():
+            raise ConfigError(f"phases[{i}].name: letters, digits, - and _ only")
+        for key in ("max_seq_length", "max_predictions_per_seq", "dupe_factor", "num_shards"):
+            if getattr(phase, key) < 1:
+                raise ConfigError(f"phases[{i}].{key}: must be positive")
+    if not any(getattr(config.inputs, k) for k in ("wikipedia", "books", "jsonl", "parquet")):
+        raise ConfigError("inputs: give at least one of wikipedia, books, jsonl, parquet")
+    return config
+
+
+def _set(data: dict, dotted: str, raw: str) -> None:
+    keys = dotted.split(".")
+    node: Any = data
+    for i, key in enumerate(keys):
+        last = i == len(keys) - 1
+        if key.isdigit() and isinstance(node, list):
+            index = int(key)
+            if index >= len(node):
+                raise ConfigError(f"--set {dotted}: no element {index} in {'.'.join(keys[:i])}")
+            if last:
+                node[index] = yaml.safe_load(raw)
+            else:
+                node = node[index]
+        else:
+            if last:
+                node[key] = yaml.safe_load(raw)
+            else:
+                node = node.setdefault(key, {})
+                if not isinstance(node, dict | list):
+                    raise ConfigError(f"--set {dotted}: {key} is not a section")
+
+
+def load_run_config(path: str | Path | None, overrides: list[str] = ()) -> RunConfig:
+    """The validated configuration from ``path`` (YAML) with ``key.path=value`` overrides.
+
+    Relative input and vocab paths are taken relative to the config file's directory; the
+    output stays relative to the working directory.
+    """
+    data: dict = {}
+    base = Path(".")
+    if path is not None:
+        text = Path(path).read_text(encoding="utf-8")
+        try:
+            data = yaml.safe_load(text) or {}
+        except yaml.YAMLError as e:
+            raise ConfigError(f"{path}: not valid YAML: {e}") from e
+        if not isinstance(data, dict):
+            raise ConfigError(f"{path}: the top level must be a mapping")
+        base = Path(path).resolve().parent
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"--set {item}: expected key.path=value")
+        key, value = item.split("=", 1)
+        _set(data, key.strip(), value)
+    config = _validate(_check(data, RunConfig, ""))
+
+    def resolve(p: str) -> str:
+        return p if "://" in p or Path(p).is_absolute() else str(base / p)
+
+    for kind in ("wikipedia", "books", "jsonl", "parquet"):
+        setattr(config.inputs, kind, [resolve(p) for p in getattr(config.inputs, kind)])
+    if config.vocab.path:
+        config.vocab.path = resolve(config.vocab.path)
+    return config

@@ -1,0 +1,285 @@
+"""``bertprep run``: every stage in order, each skipped when its artifact is current.
+
+Stages and their artifact directories under ``output``:
+``clean`` → ``clean/``; ``split`` (held-out documents) → ``split/{train,eval}/``; ``vocab`` →
+``vocab/`` (or a given vocab.txt); one ``phase:<name>`` per instance phase → ``<name>/train/`` and
+``<name>/eval/``. A stage's fingerprint hashes its own settings and the fingerprints of what it
+reads; when its directory holds ``stage.json`` with that fingerprint (written only after the stage
+finished), the stage is skipped. So an interrupted run resumes where it stopped, and a config
+change reruns exactly the stages it affects and those downstream of them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from pipeline.run_config import RunConfig
+
+STAGE_FILE = "stage.json"
+SUMMARY = "run_summary.json"
+
+
+def fingerprint(*parts: object) -> str:
+    data = json.dumps(parts, sort_keys=True, default=str).encode("utf-8")
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+@dataclass
+class StageResult:
+    name: str
+    status: str  # "ran" or "skipped"
+    seconds: float
+    fingerprint: str
+    details: dict
+
+
+def _read_stage(directory: str) -> dict | None:
+    path = FileSystems.join(directory, STAGE_FILE)
+    if not FileSystems.exists(path):
+        return None
+    with FileSystems.open(path) as f:
+        return json.loads(f.read().decode("utf-8"))
+
+
+def _write_stage(directory: str, payload: dict) -> None:
+    path = FileSystems.join(directory, STAGE_FILE)
+    temp = path + ".tmp"
+    with FileSystems.create(temp) as f:
+        f.write(json.dumps(payload, indent=2, sort_keys=True).encode("utf-8"))
+    if FileSystems.exists(path):
+        FileSystems.delete([path])
+    FileSystems.rename([temp], [path])
+
+
+class Runner:
+    """Runs stages in order, skipping current ones; records what happened."""
+
+    def __init__(self, force: set[str], progress: Callable[[str], None]) -> None:
+        self.force = force
+        self.progress = progress
+        self.results: list[StageResult] = []
+
+    def stage(self, name: str, directory: str, fp: str, work: Callable[[], dict]) -> dict:
+        previous = _read_stage(directory)
+        forced = name in self.force or name.split(":")[0] in self.force or "all" in self.force
+        if previous and previous.get("fingerprint") == fp and not forced:
+            self.progress(f"{name}: up to date (fingerprint {fp}), skipped")
+            self.results.append(StageResult(name, "skipped", 0.0, fp, previous["details"]))
+            return previous["details"]
+        marker = FileSystems.join(directory, STAGE_FILE)
+        if FileSystems.exists(marker):  # stale: remove before work so a crash cannot keep it
+            FileSystems.delete([marker])
+        self.progress(f"{name}: running...")
+        started = time.monotonic()
+        details = work()
+        seconds = time.monotonic() - started
+        _write_stage(directory, {"stage": name, "fingerprint": fp, "details": details})
+        self.progress(f"{name}: done in {seconds:.1f} s")
+        self.results.append(StageResult(name, "ran", seconds, fp, details))
+        return details
+
+
+def run_all(
+    config: RunConfig,
+    options_for: Callable[[], PipelineOptions],
+    force: set[str] = frozenset(),
+    progress: Callable[[str], None] = print,
+) -> dict:
+    """Runs (or skips) every stage and writes ``run_summary.json``; returns the summary."""
+    from pipeline.clean_job import CleanJobConfig, run_clean_job
+    from pipeline.input_files import expand_inputs
+    from pipeline.instances_job import InstancesJobConfig, run_instances_job
+    from pipeline.split_job import run_split_job
+    from pipeline.vocab_job import VocabJobConfig, run_vocab_job
+    from tokenizer.vocab import Vocab
+
+    out = config.output
+    runner = Runner(set(force), progress)
+    started = time.monotonic()
+
+    inputs = {
+        kind: [f.fingerprint() for f in expand_inputs(patterns)]
+        for kind in ("wikipedia", "books", "jsonl", "parquet")
+        if (patterns := getattr(config.inputs, kind))
+    }
+    clean_dir = FileSystems.join(out, "clean")
+    clean_fp = fingerprint("clean", inputs, asdict(config.clean), config.seed)
+
+    def clean() -> dict:
+        manifest = run_clean_job(
+            CleanJobConfig(
+                output=clean_dir,
+                wikipedia=config.inputs.wikipedia,
+                books=config.inputs.books,
+                jsonl=config.inputs.jsonl,
+                parquet=config.inputs.parquet,
+                text_field=config.inputs.text_field,
+                dedup=config.clean.dedup,
+                min_words=config.clean.min_words,
+                keep_disambiguation=config.clean.keep_disambiguation,
+                num_shards=config.clean.num_shards,
+                export_text=False,
+                seed=config.seed,
+            ),
+            options_for(),
+            progress,
+        )
+        return {
+            "totals": manifest["totals"],
+            "counts": manifest["counts"],
+            "sentence_splitter": manifest["sentence_splitter"],
+        }
+
+    clean_details = runner.stage("clean", clean_dir, clean_fp, clean)
+
+    split_dir = FileSystems.join(out, "split")
+    split_fp = fingerprint("split", clean_fp, config.eval.fraction, config.seed)
+    split_details = runner.stage(
+        "split",
+        split_dir,
+        split_fp,
+        lambda: {
+            "documents": run_split_job(
+                clean_dir,
+                split_dir,
+                config.seed,
+                config.eval.fraction,
+                config.clean.num_shards,
+                options_for(),
+            ),
+            "eval_fraction": config.eval.fraction,
+            "rule": "stable_hash64(seed, 'eval', doc_id) < fraction * 2**64",
+        },
+    )
+
+    vocab_dir = FileSystems.join(out, "vocab")
+    if config.vocab.path:
+        vocab_path = config.vocab.path
+        given = Vocab.from_file(vocab_path)
+        vocab_fp = fingerprint("vocab-given", given.sha256)
+        vocab_details = {"path": vocab_path, "sha256": given.sha256, "size": len(given)}
+    else:
+        vocab_path = FileSystems.join(vocab_dir, "vocab.txt")
+        vocab_fp = fingerprint("vocab", split_fp, asdict(config.vocab), config.seed)
+
+        def vocab() -> dict:
+            manifest = run_vocab_job(
+                VocabJobConfig(
+                    input=FileSystems.join(clean_dir, "documents-*.parquet"),
+                    output=vocab_dir,
+                    vocab_size=config.vocab.vocab_size,
+                    do_lower_case=config.vocab.lowercase,
+                    sample_sentences=config.vocab.sample_sentences,
+                    min_frequency=config.vocab.min_frequency,
+                    limit_alphabet=config.vocab.limit_alphabet,
+                    seed=config.seed,
+                    exclude_eval_fraction=config.eval.fraction,
+                ),
+                options_for(),
+                progress,
+            )
+            return {
+                "path": vocab_path,
+                "sha256": manifest["vocab"]["sha256"],
+                "size": manifest["vocab"]["size"],
+                "report": manifest["report"]["heldout"],
+            }
+
+        vocab_details = runner.stage("vocab", vocab_dir, vocab_fp, vocab)
+
+    phase_rows = []
+    for phase in config.phases:
+        phase_dir = FileSystems.join(out, phase.name)
+        phase_fp = fingerprint(
+            "phase", vocab_fp, split_fp, asdict(phase), config.seed, config.vocab.lowercase
+        )
+
+        def make_phase(phase=phase, phase_dir=phase_dir) -> dict:
+            results = {}
+            for side, shards in (("train", phase.num_shards), ("eval", phase.eval_num_shards)):
+                if split_details["documents"].get(side, 0) == 0:
+                    progress(f"phase:{phase.name}: no {side} documents, no {side} shards")
+                    continue
+                manifest = run_instances_job(
+                    InstancesJobConfig(
+                        inputs=[FileSystems.join(split_dir, side, "part-*.txt")],
+                        vocab=vocab_path,
+                        output=FileSystems.join(phase_dir, side),
+                        max_seq_length=phase.max_seq_length,
+                        max_predictions_per_seq=phase.max_predictions_per_seq,
+                        masked_lm_prob=phase.masked_lm_prob,
+                        dupe_factor=phase.dupe_factor if side == "train" else 1,
+                        short_seq_prob=phase.short_seq_prob,
+                        seed=config.seed,
+                        num_shards=shards,
+                        do_lower_case=config.vocab.lowercase,
+                        whole_word_mask=phase.whole_word_mask,
+                        allow_prediction_cap=phase.allow_prediction_cap,
+                    ),
+                    options_for(),
+                    progress,
+                )
+                t = manifest["totals"]
+                results[side] = {
+                    "instances": t["instances"],
+                    "shards": len(manifest["shards"]),
+                    "is_next_ratio": t["is_next_ratio"],
+                    "bytes": _bytes_of(FileSystems.join(phase_dir, side)),
+                }
+            return results
+
+        details = runner.stage(f"phase:{phase.name}", phase_dir, phase_fp, make_phase)
+        phase_rows.append({"phase": phase.name, **details})
+
+    summary = {
+        "output": out,
+        "stages": [asdict(r) for r in runner.results],
+        "documents": clean_details["totals"]["documents"],
+        "sentences": clean_details["totals"]["sentences"],
+        "counts": clean_details["counts"],
+        "split": split_details["documents"],
+        "vocab": {k: v for k, v in vocab_details.items() if k != "report"},
+        "phases": phase_rows,
+        "seconds": round(time.monotonic() - started, 1),
+    }
+    with FileSystems.create(FileSystems.join(out, SUMMARY)) as f:
+        f.write(json.dumps(summary, indent=2, sort_keys=True).encode("utf-8"))
+    return summary
+
+
+def _bytes_of(directory: str) -> int:
+    matched = FileSystems.match([FileSystems.join(directory, "*.tfrecord*")])[0].metadata_list
+    return sum(m.size_in_bytes for m in matched)
+
+
+def format_summary(summary: dict) -> str:
+    """The end-of-run table a person reads."""
+    lines = ["stage                 status    seconds"]
+    for s in summary["stages"]:
+        lines.append(f"  {s['name']:<20}{s['status']:<10}{s['seconds']:>7.1f}")
+    lines.append(
+        f"documents {summary['documents']:,}, sentences {summary['sentences']:,}; "
+        f"split train/eval {summary['split'].get('train', 0):,}/"
+        f"{summary['split'].get('eval', 0):,} documents; vocab {summary['vocab']['size']:,} "
+        "tokens"
+    )
+    for source, counts in sorted(summary["counts"].items()):
+        drops = {k: v for k, v in counts.items() if k.startswith(("dropped", "truncated", "empty"))}
+        lines.append(f"  {source}: {counts.get('documents_out', 0):,} documents out; drops {drops}")
+    for row in summary["phases"]:
+        for side in ("train", "eval"):
+            if side in row:
+                r = row[side]
+                lines.append(
+                    f"  {row['phase']}/{side}: {r['instances']:,} instances in {r['shards']} "
+                    f"shards, IsNext {r['is_next_ratio']}, {r['bytes'] / 1e6:.1f} MB"
+                )
+    lines.append(f"total {summary['seconds']} s; summary in {summary['output']}/{SUMMARY}")
+    return "\n".join(lines)
