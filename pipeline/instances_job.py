@@ -76,6 +76,9 @@ class InstancesJobConfig:
     reference_random_next: bool = False
     reference_random_tokens: bool = False
     reference_whole_word_decisions: bool = False
+    pretokenized: bool = False
+    """``inputs`` are token Parquet files ({key, sentences: list<list<int32>>}) written with the
+    same vocab and casing (``bertprep run``'s tokenize stage), so nothing is tokenized again."""
 
     def settings(self) -> InstanceSettings:
         return InstanceSettings(
@@ -191,16 +194,30 @@ def build_pipeline(
 ) -> None:
     """Adds the whole job to ``p``; it writes the shards, rejects.jsonl and a result file."""
     spill_dir = FileSystems.join(config.output, SPILL_DIR)
-    read = (
-        p
-        | "ListFiles" >> beam.Create(files)
-        | "SpreadFiles" >> beam.Reshuffle()
-        | "ReadFiles"
-        >> ReadBertTextDocuments(config.max_sentence_chars, config.max_document_sentences)
-    )
-    tokenized = read.documents | "Tokenize" >> TokenizeDocuments(
-        vocab, config.do_lower_case, spill_dir
-    )
+    if config.pretokenized:
+        from pipeline.tokenize_documents import ReadTokenizedFn
+
+        tokenized = (
+            p
+            | "ReadTokens" >> beam.io.ReadFromParquet(_common_pattern(config.inputs))
+            | "SpillTokens"
+            >> beam.ParDo(ReadTokenizedFn(spill_dir)).with_outputs(
+                REJECTS_TAG, STATS_TAG, main="documents"
+            )
+        )
+        read_parts = []
+    else:
+        read = (
+            p
+            | "ListFiles" >> beam.Create(files)
+            | "SpreadFiles" >> beam.Reshuffle()
+            | "ReadFiles"
+            >> ReadBertTextDocuments(config.max_sentence_chars, config.max_document_sentences)
+        )
+        tokenized = read.documents | "Tokenize" >> TokenizeDocuments(
+            vocab, config.do_lower_case, spill_dir
+        )
+        read_parts = [read]
     created = tokenized.documents | "Instances" >> CreateInstances(
         settings, token_tables(vocab, config), config.bucket_size, spill_dir, config.num_shards
     )
@@ -208,12 +225,12 @@ def build_pipeline(
         config.output, config.shard_prefix, config.num_shards, config.compression
     )
     stats = (
-        (read[STATS_TAG], tokenized[STATS_TAG], created["stats"])
+        (*(r[STATS_TAG] for r in read_parts), tokenized[STATS_TAG], created["stats"])
         | "AllStats" >> beam.Flatten()
         | "MergeStats" >> beam.CombineGlobally(MergeCounts())
     )
     (
-        (read[REJECTS_TAG], tokenized[REJECTS_TAG])
+        (*(r[REJECTS_TAG] for r in read_parts), tokenized[REJECTS_TAG])
         | "AllRejects" >> beam.Flatten()
         | "RejectsToJson" >> beam.Map(lambda r: json.dumps(r, sort_keys=True, ensure_ascii=False))
         | "WriteRejects"
@@ -236,6 +253,12 @@ def build_pipeline(
             totals=beam.pvalue.AsSingleton(stats),
         )
     )
+
+
+def _common_pattern(patterns: list[str]) -> str:
+    if len(patterns) != 1:
+        raise JobConfigError("pre-tokenized input takes exactly one --input pattern")
+    return patterns[0]
 
 
 def _counter_values(result) -> dict[str, int]:

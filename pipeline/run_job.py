@@ -2,8 +2,9 @@
 
 Stages and their artifact directories under ``output``:
 ``clean`` → ``clean/``; ``split`` (held-out documents) → ``split/{train,eval}/``; ``vocab`` →
-``vocab/`` (or a given vocab.txt); one ``phase:<name>`` per instance phase → ``<name>/train/`` and
-``<name>/eval/``. A stage's fingerprint hashes its own settings and the fingerprints of what it
+``vocab/`` (or a given vocab.txt); ``tokenize`` → ``tokens/{train,eval}/`` (token ids computed
+once, read by every phase and every dupe pass); one ``phase:<name>`` per instance phase →
+``<name>/train/`` and ``<name>/eval/``. A stage's fingerprint hashes its own settings and the fingerprints of what it
 reads; when its directory holds ``stage.json`` with that fingerprint (written only after the stage
 finished), the stage is skipped. So an interrupted run resumes where it stopped, and a config
 change reruns exactly the stages it affects and those downstream of them.
@@ -97,6 +98,7 @@ def run_all(
     from pipeline.input_files import expand_inputs
     from pipeline.instances_job import InstancesJobConfig, run_instances_job
     from pipeline.split_job import run_split_job
+    from pipeline.tokenize_job import run_tokenize_job
     from pipeline.vocab_job import VocabJobConfig, run_vocab_job
     from tokenizer.vocab import Vocab
 
@@ -194,12 +196,29 @@ def run_all(
 
         vocab_details = runner.stage("vocab", vocab_dir, vocab_fp, vocab)
 
+    tokens_dir = FileSystems.join(out, "tokens")
+    tokens_fp = fingerprint("tokens", split_fp, vocab_fp, config.vocab.lowercase)
+
+    def tokenize() -> dict:
+        done = {}
+        for side in ("train", "eval"):
+            if split_details["documents"].get(side, 0):
+                done[side] = run_tokenize_job(
+                    FileSystems.join(split_dir, side, "part-*.txt"),
+                    vocab_path,
+                    config.vocab.lowercase,
+                    FileSystems.join(tokens_dir, side),
+                    config.clean.num_shards,
+                    options_for(),
+                )
+        return done
+
+    runner.stage("tokenize", tokens_dir, tokens_fp, tokenize)
+
     phase_rows = []
     for phase in config.phases:
         phase_dir = FileSystems.join(out, phase.name)
-        phase_fp = fingerprint(
-            "phase", vocab_fp, split_fp, asdict(phase), config.seed, config.vocab.lowercase
-        )
+        phase_fp = fingerprint("phase", tokens_fp, asdict(phase), config.seed)
 
         def make_phase(phase=phase, phase_dir=phase_dir) -> dict:
             results = {}
@@ -209,7 +228,8 @@ def run_all(
                     continue
                 manifest = run_instances_job(
                     InstancesJobConfig(
-                        inputs=[FileSystems.join(split_dir, side, "part-*.txt")],
+                        inputs=[FileSystems.join(tokens_dir, side, "tokens-*.parquet")],
+                        pretokenized=True,
                         vocab=vocab_path,
                         output=FileSystems.join(phase_dir, side),
                         max_seq_length=phase.max_seq_length,

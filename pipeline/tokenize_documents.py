@@ -55,22 +55,12 @@ def load_documents(refs: list[DocumentRef]) -> list[TokenizedDocument]:
     return out  # type: ignore[return-value]
 
 
-class TokenizeFn(CountingDoFn):
-    """TextDocument → DocumentRef (ids written to this bundle's spill file). Sentences that
-    tokenize to nothing are dropped (``dropped_empty_sentence``); a document left with none is
-    rejected (``dropped_empty_document``)."""
+class SpillTokensFn(CountingDoFn):
+    """Base of the DoFns that turn documents into DocumentRefs: writes token ids to one spill file
+    per bundle and counts what it keeps."""
 
-    def __init__(self, vocab: Vocab, do_lower_case: bool, spill_dir: str) -> None:
-        self._vocab = vocab
-        self._do_lower_case = do_lower_case
+    def __init__(self, spill_dir: str) -> None:
         self._spill_dir = spill_dir
-        self._tokenizer: BertWordPieceTokenizer | None = None
-
-    def setup(self) -> None:
-        # Beam already runs one worker per core: the tokenizer's own thread pool only adds
-        # contention (measured: 3.3 MB/s per core without it, 2.5 with it).
-        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-        self._tokenizer = BertWordPieceTokenizer(self._vocab, self._do_lower_case)
 
     def start_bundle(self) -> None:
         super().start_bundle()
@@ -97,25 +87,74 @@ class TokenizeFn(CountingDoFn):
         self._written += len(data)
         return ref
 
-    def process(self, document: TextDocument):
-        assert self._tokenizer is not None
-        encoded = self._tokenizer.encode_batch(document.sentences)
-        kept = [ids for ids in encoded if ids]
-        dropped = len(encoded) - len(kept)
+    def emit(self, key: str, sentences: list[list[int]], excerpt: str):
+        """Counts and spills one document's non-empty sentences (or rejects an empty one)."""
+        kept = [ids for ids in sentences if len(ids)]
+        dropped = len(sentences) - len(kept)
         if dropped:
             self.stats["dropped_empty_sentence"] += dropped
         if not kept:
             self.stats["dropped_empty_document"] += 1
-            yield self.reject(
-                Reject.of("dropped_empty_document", document.key, " / ".join(document.sentences))
-            )
+            yield self.reject(Reject.of("dropped_empty_document", key, excerpt))
             return
         self.stats["tokenized_documents"] += 1
         self.stats["tokenized_sentences"] += len(kept)
         self.stats["tokens"] += sum(len(s) for s in kept)
         if len(kept) == 1:
             self.stats["one_sentence_documents"] += 1
-        yield self._spill(TokenizedDocument.from_sentences(document.key, kept))
+        yield self._spill(TokenizedDocument.from_sentences(key, kept))
+
+
+class TokenizeFn(SpillTokensFn):
+    """TextDocument → DocumentRef. Sentences that tokenize to nothing are dropped
+    (``dropped_empty_sentence``); a document left with none is rejected (``dropped_empty_document``)."""
+
+    def __init__(self, vocab: Vocab, do_lower_case: bool, spill_dir: str) -> None:
+        super().__init__(spill_dir)
+        self._vocab = vocab
+        self._do_lower_case = do_lower_case
+        self._tokenizer: BertWordPieceTokenizer | None = None
+
+    def setup(self) -> None:
+        # Beam already runs one worker per core: the tokenizer's own thread pool only adds
+        # contention (measured: 3.3 MB/s per core without it, 2.5 with it).
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        self._tokenizer = BertWordPieceTokenizer(self._vocab, self._do_lower_case)
+
+    def process(self, document: TextDocument):
+        assert self._tokenizer is not None
+        encoded = self._tokenizer.encode_batch(document.sentences)
+        yield from self.emit(document.key, encoded, " / ".join(document.sentences))
+
+
+class ReadTokenizedFn(SpillTokensFn):
+    """A row of a token Parquet file ({key, sentences: list<list<int32>>}) → DocumentRef."""
+
+    def process(self, row: dict):
+        self.stats["documents"] += 1
+        sentences = [list(s) for s in row["sentences"] or []]
+        yield from self.emit(row["key"], sentences, row["key"])
+
+
+class TokenRowsFn(beam.DoFn):
+    """TextDocument → a token Parquet row (the ``tokenize`` stage of ``bertprep run``)."""
+
+    def __init__(self, vocab: Vocab, do_lower_case: bool) -> None:
+        self._vocab = vocab
+        self._do_lower_case = do_lower_case
+
+    def setup(self) -> None:
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        self._tokenizer = BertWordPieceTokenizer(self._vocab, self._do_lower_case)
+
+    def process(self, document: TextDocument):
+        yield {"key": document.key, "sentences": self._tokenizer.encode_batch(document.sentences)}
+
+
+def token_parquet_schema():
+    import pyarrow as pa
+
+    return pa.schema([("key", pa.string()), ("sentences", pa.list_(pa.list_(pa.int32())))])
 
 
 class TokenizeDocuments(beam.PTransform):

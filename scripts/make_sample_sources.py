@@ -64,8 +64,14 @@ def main() -> None:
         for i, d in enumerate(wiki_docs)
     ]
     pages.append(page("Sample redirect", 5000, 0, "#REDIRECT [[Elsewhere]]", "Elsewhere"))
-    pages.append(page("Sample (disambiguation)", 5001, 0,
-                      "'''Sample''' may refer to:\n* one\n* two\n{{disambiguation}}"))
+    pages.append(
+        page(
+            "Sample (disambiguation)",
+            5001,
+            0,
+            "'''Sample''' may refer to:\n* one\n* two\n{{disambiguation}}",
+        )
+    )
     pages.append(page("Talk:Sample", 5002, 1, "A talk page is not an article."))
     header = (
         '<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.10/" version="0.10" '

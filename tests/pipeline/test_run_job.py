@@ -26,7 +26,12 @@ def run(tmp_path: Path, *overrides: str, mode: str = "in_memory", force=()) -> d
     config = load_run_config(SAMPLE, [f"output={tmp_path / 'out'}", *overrides])
     return run_all(
         config,
-        lambda: make_pipeline_options([f"--direct_running_mode={mode}", "--direct_num_workers=2"]),
+        lambda: make_pipeline_options(
+            [
+                f"--direct_running_mode={mode}",
+                f"--direct_num_workers={2 if mode != 'in_memory' else 1}",
+            ]
+        ),
         set(force),
         progress=lambda m: None,
     )
@@ -66,6 +71,7 @@ def test_config_change_reruns_exactly_the_affected_stages(tmp_path):
         "clean": "skipped",
         "split": "skipped",
         "vocab": "skipped",
+        "tokenize": "skipped",
         "phase:seq128": "ran",
         "phase:seq512": "skipped",
     }
@@ -74,6 +80,7 @@ def test_config_change_reruns_exactly_the_affected_stages(tmp_path):
         "clean": "skipped",
         "split": "ran",
         "vocab": "ran",
+        "tokenize": "ran",
         "phase:seq128": "ran",
         "phase:seq512": "ran",
     }
@@ -113,6 +120,7 @@ def test_killed_run_resumes_without_redoing_finished_stages(tmp_path):
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     for stage in ("clean", "split", "vocab"):
         assert f"{stage}: up to date" in resumed.stderr
+    assert "tokenize: up to date" in resumed.stderr or "tokenize: running" in resumed.stderr
     assert "phase:seq512: running" in resumed.stderr
     summary = json.loads((out / "run_summary.json").read_text())
     assert all(r["train"]["instances"] > 0 for r in summary["phases"])
@@ -136,3 +144,35 @@ def test_config_errors_name_the_key(tmp_path):
     bad.write_text("- not a mapping\n")
     with pytest.raises(ConfigError, match="top level must be a mapping"):
         load_run_config(bad)
+
+
+def test_pretokenized_input_gives_the_same_shards_as_text(tmp_path):
+    from pipeline.instances_job import InstancesJobConfig, run_instances_job
+
+    summary = run(tmp_path, "phases=[{name: seq128, dupe_factor: 2, num_shards: 3}]")
+    out = tmp_path / "out"
+    reference = json.loads((out / "seq128" / "train" / "manifest.json").read_text())
+    assert reference["config"]["pretokenized"] is True
+    settings = {
+        k: reference["config"][k]
+        for k in (
+            "max_seq_length",
+            "max_predictions_per_seq",
+            "dupe_factor",
+            "seed",
+            "num_shards",
+            "do_lower_case",
+            "vocab",
+        )
+    }
+    again = run_instances_job(
+        InstancesJobConfig(
+            inputs=[str(out / "split" / "train" / "part-*.txt")],
+            output=str(tmp_path / "from-text"),
+            **settings,
+        ),
+        make_pipeline_options(["--direct_running_mode=in_memory"]),
+        lambda m: None,
+    )
+    assert again["shards"] == reference["shards"]
+    assert summary["phases"][0]["train"]["instances"] == again["totals"]["instances"]
