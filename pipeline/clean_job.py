@@ -23,6 +23,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from pipeline.artifacts import WriteRejects, read_json, write_json, write_json_atomically
 from pipeline.counting import CountingDoFn
 from pipeline.input_files import InputFile, expand_inputs
 from pipeline.stats import REJECTS_TAG, STATS_TAG, MergeCounts
@@ -317,11 +318,6 @@ def _parquet_schema():
     )
 
 
-def _write_json(path: str, payload: object) -> None:
-    with FileSystems.create(path) as f:
-        f.write(json.dumps(payload, indent=2, sort_keys=True, ensure_ascii=False).encode("utf-8"))
-
-
 def _train_punkt(samples: list[tuple[int, str]], output: str):
     from transforms.sentences import PunktTables, save_punkt_parameters, train_punkt_parameters
 
@@ -437,23 +433,13 @@ def build_pipeline(
                 num_shards=shards,
             )
         )
-    (
-        reject_parts
-        | "AllRejects" >> beam.Flatten()
-        | "RejectsJson" >> beam.Map(lambda r: json.dumps(r, sort_keys=True, ensure_ascii=False))
-        | "WriteRejects"
-        >> beam.io.WriteToText(
-            FileSystems.join(config.output, "rejects"),
-            file_name_suffix=".jsonl",
-            shard_name_template="",
-        )
-    )
+    tuple(reject_parts) | "AllRejects" >> beam.Flatten() | "Rejects" >> WriteRejects(config.output)
     result_path = FileSystems.join(config.output, _RESULT)
     (
         stats_parts
         | "AllStats" >> beam.Flatten()
         | "MergeStats" >> beam.CombineGlobally(MergeCounts())
-        | "WriteResult" >> beam.Map(lambda totals: _write_json(result_path, totals))
+        | "WriteResult" >> beam.Map(lambda totals: write_json(result_path, totals))
     )
 
 
@@ -515,8 +501,7 @@ def run_clean_job(
     elapsed = time.monotonic() - started
 
     result_path = FileSystems.join(config.output, _RESULT)
-    with FileSystems.open(result_path) as f:
-        stats = json.loads(f.read().decode("utf-8"))
+    stats = read_json(result_path)
     FileSystems.delete([result_path])
     per_source = _by_source(stats)
     documents_out = sum(s.get("documents_out", 0) for s in per_source.values())
@@ -548,7 +533,5 @@ def run_clean_job(
         },
         "elapsed_seconds": round(elapsed, 2),
     }
-    temp = FileSystems.join(config.output, MANIFEST + ".tmp")
-    _write_json(temp, manifest)
-    FileSystems.rename([temp], [FileSystems.join(config.output, MANIFEST)])
+    write_json_atomically(FileSystems.join(config.output, MANIFEST), manifest)
     return manifest

@@ -7,7 +7,6 @@ then reconciles what the workers counted with what the shard files hold and writ
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -17,6 +16,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from pipeline.artifacts import WriteRejects, read_json, write_json, write_json_atomically
 from pipeline.bert_text_source import ReadBertTextDocuments
 from pipeline.input_files import InputFile, expand_inputs
 from pipeline.instance_creation import CreateInstances
@@ -140,25 +140,6 @@ def token_tables(vocab: Vocab, config: InstancesJobConfig) -> TokenTables:
     )
 
 
-def _write_json(path: str, payload: object) -> None:
-    data = json.dumps(payload, indent=2, sort_keys=True).encode("utf-8")
-    with FileSystems.create(path) as f:
-        f.write(data)
-
-
-def _write_json_atomically(path: str, payload: object) -> None:
-    temp = path + ".tmp"
-    _write_json(temp, payload)
-    if FileSystems.exists(path):
-        FileSystems.delete([path])
-    FileSystems.rename([temp], [path])
-
-
-def _read_json(path: str) -> dict:
-    with FileSystems.open(path) as f:
-        return json.loads(f.read().decode("utf-8"))
-
-
 def _remove_spills(output: str) -> None:
     """Deletes the spill files (intermediate records) of this or an interrupted earlier run."""
     spill_dir = FileSystems.join(output, SPILL_DIR)
@@ -232,13 +213,7 @@ def build_pipeline(
     (
         (*(r[REJECTS_TAG] for r in read_parts), tokenized[REJECTS_TAG])
         | "AllRejects" >> beam.Flatten()
-        | "RejectsToJson" >> beam.Map(lambda r: json.dumps(r, sort_keys=True, ensure_ascii=False))
-        | "WriteRejects"
-        >> beam.io.WriteToText(
-            FileSystems.join(config.output, "rejects"),
-            file_name_suffix=".jsonl",
-            shard_name_template="",
-        )
+        | "Rejects" >> WriteRejects(config.output)
     )
     result_path = FileSystems.join(config.output, _RESULT)
     (
@@ -246,7 +221,7 @@ def build_pipeline(
         | "CollectShards" >> beam.combiners.ToList()
         | "WriteResult"
         >> beam.Map(
-            lambda shard_list, totals: _write_json(
+            lambda shard_list, totals: write_json(
                 result_path,
                 {"shards": sorted(shard_list, key=lambda s: s["index"]), "stats": totals},
             ),
@@ -394,7 +369,7 @@ def run_instances_job(
     elapsed = time.monotonic() - started
 
     result_path = FileSystems.join(config.output, _RESULT)
-    outcome = _read_json(result_path)
+    outcome = read_json(result_path)
     FileSystems.delete([result_path])
     _remove_spills(config.output)
     shards, stats = outcome["shards"], outcome["stats"]
@@ -421,5 +396,5 @@ def run_instances_job(
             "the job produced zero instances: " + explain_no_instances(stats, len(files))
         )
     manifest = build_manifest(config, vocab, files, shards, stats, elapsed)
-    _write_json_atomically(FileSystems.join(config.output, MANIFEST), manifest)
+    write_json_atomically(FileSystems.join(config.output, MANIFEST), manifest)
     return manifest

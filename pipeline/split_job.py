@@ -7,11 +7,10 @@ no document nor a near-duplicate of one lands on both sides.
 
 from __future__ import annotations
 
-import json
-
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
+from pipeline.artifacts import read_json, write_json
 from pipeline.stats import MergeCounts
 from transforms.seeding import stable_hash64
 
@@ -21,11 +20,6 @@ SIDES = ("train", "eval")
 def is_eval(seed: int, doc_id: str, fraction: float) -> bool:
     """Whether the document is held out for evaluation."""
     return stable_hash64(seed, "eval", doc_id) < fraction * 2**64
-
-
-def _write_json(payload: dict, path: str) -> None:
-    with FileSystems.create(path) as f:
-        f.write(json.dumps(payload).encode("utf-8"))
 
 
 def run_split_job(
@@ -54,9 +48,8 @@ def run_split_job(
             rows
             | "Count" >> beam.Map(lambda r: {SIDES[int(is_eval(seed, r["doc_id"], fraction))]: 1})
             | "Sum" >> beam.CombineGlobally(MergeCounts())
-            | "Save" >> beam.Map(_write_json, counts_path)
+            | "Save" >> beam.Map(lambda c: write_json(counts_path, c))
         )
-    with FileSystems.open(counts_path) as f:
-        counts = json.loads(f.read().decode("utf-8"))
+    counts = read_json(counts_path)
     FileSystems.delete([counts_path])
     return {side: counts.get(side, 0) for side in SIDES}
