@@ -324,8 +324,13 @@ def _train_punkt(samples: list[tuple[int, str]], output: str):
     texts = [text for _, text in sorted(samples)]
     params = train_punkt_parameters(texts)
     tables = PunktTables.from_parameters(params)
-    if "://" not in output:
-        save_punkt_parameters(tables, FileSystems.join(output, "punkt"))
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as local:  # then copied, so gs:// outputs work too
+        for path in sorted(save_punkt_parameters(tables, local).iterdir()):
+            with FileSystems.create(FileSystems.join(output, "punkt", path.name)) as f:
+                f.write(Path(path).read_bytes())
     return tables
 
 
