@@ -8,6 +8,7 @@ then reconciles what the workers counted with what the shard files hold and writ
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -303,7 +304,18 @@ def build_manifest(
         },
         "max_seq_length": config.max_seq_length,
         "max_predictions_per_seq": config.max_predictions_per_seq,
-        "vocab": {"path": config.vocab, "sha256": vocab.sha256, "size": len(vocab)},
+        "vocab": {
+            "path": config.vocab if "://" in config.vocab else os.path.abspath(config.vocab),
+            "sha256": vocab.sha256,
+            "size": len(vocab),
+            "special_ids": {
+                "pad": vocab.pad_id,
+                "unk": vocab.unk_id,
+                "cls": vocab.cls_id,
+                "sep": vocab.sep_id,
+                "mask": vocab.mask_id,
+            },
+        },
         "tokenizer": BertWordPieceTokenizer(vocab, config.do_lower_case).settings(),
         "inputs": [f.fingerprint() for f in files],
         "shards": [

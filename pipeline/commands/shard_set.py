@@ -79,8 +79,25 @@ def resolve_shard_set(args: argparse.Namespace, manifest_path: str | None = None
     elif vocab_path:
         vocab = Vocab.from_file(vocab_path)
     if vocab is None:
-        notes.append("no vocabulary: ids shown as #id; Google's layout assumed ([CLS]=101, ...)")
         vocab_size = manifest["vocab"]["size"] if manifest and "vocab" in manifest else None
+        special = (manifest or {}).get("vocab", {}).get("special_ids")
+        if special:
+            notes.append("no vocabulary: ids shown as #id; special ids from the manifest")
+            return ShardSet(
+                paths,
+                manifest_path,
+                manifest,
+                sizes,
+                None,
+                vocab_size,
+                special["cls"],
+                special["sep"],
+                special["mask"],
+                special["unk"],
+                special["pad"],
+                notes,
+            )
+        notes.append("no vocabulary: ids shown as #id; Google's layout assumed ([CLS]=101, ...)")
         return ShardSet(
             paths, manifest_path, manifest, sizes, None, vocab_size, 101, 102, 103, 100, 0, notes
         )

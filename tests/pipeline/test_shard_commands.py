@@ -214,3 +214,18 @@ def test_reference_format_shard_without_manifest(tmp_path, capsys):
     assert record["masked"] == [
         {"position": 5, "segment": "B", "original": "#2003", "shown": "#103", "kind": "mask"}
     ]
+
+
+def test_special_ids_come_from_the_manifest_without_the_vocab(copy_of, capsys):
+    out = copy_of()
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["vocab"]["special_ids"]["cls"] != 101  # the sample vocab is not Google's
+    manifest["vocab"]["path"] = str(out / "moved-away-vocab.txt")
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    code, stdout, stderr = cli(capsys, "stats", str(out), "--json", "--workers", "1")
+    report = json.loads(stdout)
+    assert code == 0 and "special ids from the manifest" in stderr
+    assert abs(report["masked_lm_split"]["fractions"]["mask"] - 0.8) < 0.05
+    assert report["malformed_records"] == 0
+    code, stdout, _ = cli(capsys, "validate", str(out), "--workers", "1")
+    assert code == 0, stdout
