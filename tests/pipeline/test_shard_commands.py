@@ -219,7 +219,13 @@ def test_reference_format_shard_without_manifest(tmp_path, capsys):
 def test_special_ids_come_from_the_manifest_without_the_vocab(copy_of, capsys):
     out = copy_of()
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["vocab"]["special_ids"]["cls"] != 101  # the sample vocab is not Google's
+    assert manifest["vocab"]["special_ids"] == {
+        "pad": 0,
+        "unk": 100,
+        "cls": 101,
+        "sep": 102,
+        "mask": 103,
+    }
     manifest["vocab"]["path"] = str(out / "moved-away-vocab.txt")
     (out / "manifest.json").write_text(json.dumps(manifest))
     code, stdout, stderr = cli(capsys, "stats", str(out), "--json", "--workers", "1")
