@@ -23,8 +23,21 @@ RUNTIME = [
 
 EXTRAS = {
     "gcp": ["apache-beam[gcp]==2.77.0"],
-    "train": ["tensorflow==2.21.0", "keras==3.15.1"],
-    "test": ["pytest==9.2.0", "ruff==0.17.6", "transformers==5.24.0", "tensorflow==2.21.0"],
+    "train": [
+        "tensorflow==2.21.0",
+        "keras==3.15.1",
+        "keras-hub==0.32.0",
+        "tensorflow-text==2.21.1",
+    ],
+    "test": [
+        "pytest==9.2.0",
+        "ruff==0.17.6",
+        "transformers==5.24.0",
+        "tensorflow==2.21.0",
+        "keras==3.15.1",
+        "keras-hub==0.32.0",
+        "tensorflow-text==2.21.1",
+    ],
 }
 
 setup(

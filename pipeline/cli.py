@@ -28,7 +28,7 @@ def _quiet_logging(verbose: bool) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from pipeline.commands import clean, inspect, instances, run, stats, validate, vocab
+    from pipeline.commands import clean, inspect, instances, run, stats, train, validate, vocab
 
     parser = argparse.ArgumentParser(
         prog="bertprep",
@@ -36,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log Beam's progress")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (run, clean, vocab, instances, inspect, stats, validate):
+    for module in (run, clean, vocab, instances, inspect, stats, validate, train):
         module.register(sub)
     return parser
 

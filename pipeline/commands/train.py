@@ -6,6 +6,7 @@ TensorFlow, Keras and keras-hub are imported only when the command runs (``pip i
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 
@@ -52,16 +53,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     io.add_argument(
         "--eval-only",
         action="store_true",
-        help="only evaluate the latest checkpoint of --out (or --init-checkpoint) on --eval-data "
-        "(default: --data)",
+        help="only evaluate the latest checkpoint of --out (or --init-checkpoint) on --eval-data, "
+        "or on --data without it",
     )
     io.add_argument(
         "--eval-every", type=int, default=0, help="also evaluate every N steps (0: off)"
     )
-    io.add_argument("--eval-batches", type=int, help="evaluate at most N batches (default: all)")
+    io.add_argument("--eval-batches", type=int, help="evaluate at most N batches; none: all")
     io.add_argument(
         "--vocab",
-        help="vocab.txt exported with the encoder (default: the manifest's, if unchanged)",
+        help="vocab.txt exported with the encoder; none: the manifest's, if unchanged",
     )
 
     model = p.add_argument_group("model")
@@ -84,7 +85,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     shards.add_argument("--max-seq-length", type=_positive, help="tokens per record")
     shards.add_argument("--max-predictions-per-seq", type=_positive, help="prediction slots")
     shards.add_argument(
-        "--vocab-size", type=_positive, help="model vocabulary size (default: the manifest's)"
+        "--vocab-size", type=_positive, help="model vocabulary size; none: the manifest's"
     )
 
     opt = p.add_argument_group("optimization")
@@ -103,7 +104,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     dev = p.add_argument_group("devices")
     where = dev.add_mutually_exclusive_group()
     where.add_argument("--tpu", help="TPU name or address ('local' on a TPU VM)")
-    where.add_argument("--gpus", type=int, help="GPUs to use (default: all visible; 0: CPU)")
+    where.add_argument("--gpus", type=int, help="GPUs to use; none: all visible; 0: the CPU")
     dev.add_argument(
         "--mixed-precision",
         choices=["auto", "bf16", "fp16", "none"],
@@ -114,7 +115,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--jit-compile",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="XLA-compile the model step (default: on for one GPU)",
+        help="XLA-compile the model step; none: on for a single GPU",
     )
     dev.add_argument(
         "--steps-per-loop",
@@ -214,7 +215,8 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
             report = evaluate_run(config, log=log)
             print(json.dumps(report, indent=2))
             return 0
-        result = train(config, log=log)
+        with contextlib.redirect_stdout(sys.stderr):  # Keras' progress bar; stdout gets JSON
+            result = train(config, log=log)
     except (ConfigMismatchError, ShardConfigError, CheckpointError) as e:
         print(f"bertprep train: error: {e}", file=sys.stderr)
         return 2

@@ -1,0 +1,81 @@
+"""``bertprep train`` as a subcommand: help, a short run, evaluation mode, config errors."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from pipeline.commands import train as train_command
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="bertprep")
+    sub = parser.add_subparsers(dest="command", required=True)
+    train_command.register(sub)
+    return parser
+
+
+def _run(argv: list[str]) -> int:
+    args = _parser().parse_args(["train", *argv])
+    return args.run(args, [])
+
+
+def test_help_groups_and_defaults():
+    parser = _parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    text = sub.choices["train"].format_help()
+    for fragment in (
+        "data and output",
+        "shard sizes (for shards without manifest.json",
+        "optimization",
+        "devices",
+        "checkpoints and logs",
+        "--mixed-precision {auto,bf16,fp16,none}",
+        "--optimizer {adamw,lamb}",
+        "(default: 256)",
+        "(default: 512)",
+        "tiny, mini, small, medium, base, large",
+        "--init-checkpoint",
+        "--eval-only",
+    ):
+        assert fragment in text, fragment
+
+
+def test_short_run_then_eval_only(tmp_path, shards, capsys):
+    out = tmp_path / "run"
+    common = ["--data", str(shards), "--out", str(out), "--model", "tiny"]
+    common += ["--max-position-embeddings", "64", "--batch-size", "8"]
+    rc = _run(
+        [*common, "--steps", "4", "--warmup-steps", "1", "--log-every", "2"]
+        + ["--checkpoint-every", "2", "--no-progress", "--learning-rate", "1e-3"]
+    )
+    captured = capsys.readouterr()
+    assert rc == 0, captured.err
+    summary = json.loads(captured.out)
+    assert summary["step"] == 4 and summary["last"]["step"] == 4
+    assert summary["encoder"]["keras"].endswith("encoder.keras")
+    assert (out / "checkpoints" / "ckpt-4.index").exists()
+
+    rc = _run([*common, "--eval-only", "--eval-batches", "3"])
+    captured = capsys.readouterr()
+    assert rc == 0, captured.err
+    report = json.loads(captured.out)
+    assert report["step"] == 4 and report["examples"] == 24
+    assert set(report) >= {"mlm_accuracy", "nsp_accuracy", "mlm_loss", "nsp_loss", "loss"}
+
+
+def test_mismatch_exits_2_before_training(tmp_path, shards, capsys):
+    out = tmp_path / "run"
+    rc = _run(
+        ["--data", str(shards), "--out", str(out), "--model", "tiny", "--steps", "10"]
+        + ["--warmup-steps", "1", "--max-predictions-per-seq", "20"]
+    )
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert "bertprep train: error: the shards do not fit the configuration" in err
+    assert "trainer max_predictions_per_seq=20 but the shards have 10" in err
+    assert not out.exists()
+    assert _run(["--data", str(tmp_path / "none-*"), "--out", str(out)]) == 2
+    assert "no shard files match" in capsys.readouterr().err
+    assert _run(["--data", str(shards), "--out", str(out), "--steps", "5"]) == 2
+    assert "warmup_steps must be in [0, steps]" in capsys.readouterr().err

@@ -1,0 +1,134 @@
+"""Strategy and precision selection, the multi-replica train step, and the mixed-precision paths."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from dataclasses import replace
+from pathlib import Path
+
+import keras
+import pytest
+import tensorflow as tf
+
+from tests.trainer.conftest import small_config
+from trainer.distribution import Placement, resolve_precision, select_strategy
+from trainer.training import train
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_precision_rules():
+    assert resolve_precision("auto", "tpu") == "bf16"
+    assert resolve_precision("auto", "cpu") == "none"
+    assert resolve_precision("fp16", "gpu") == "fp16"
+    assert resolve_precision("bf16", "gpu") == "bf16"
+    with pytest.raises(ValueError, match="fp16 is not supported on TPU"):
+        resolve_precision("fp16", "tpu")
+    with pytest.raises(ValueError, match="unknown precision"):
+        resolve_precision("fp8", "gpu")
+
+
+def test_strategy_on_this_cpu_machine():
+    strategy, platform = select_strategy()
+    assert platform == "cpu" and strategy.num_replicas_in_sync == 1
+    with pytest.raises(ValueError, match="--gpus 2 but only 0 GPU"):
+        select_strategy(gpus=2)
+
+
+_REPLICA_CHECK = textwrap.dedent(
+    """
+    import json, os, sys
+    import tensorflow as tf
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    import keras
+    import numpy as np
+    from trainer.input_pipeline import make_dataset, resolve_shards
+    from trainer.model_presets import get_preset
+    from trainer.pretraining_model import build_pretraining_model
+    from trainer.training import make_train_loop
+
+    info = resolve_shards([sys.argv[1]])
+    batch = next(iter(make_dataset(info, 8, training=False)))
+    config = get_preset("tiny").with_(num_layers=1, hidden_dim=64, num_heads=2,
+        intermediate_dim=128, max_position_embeddings=64, vocabulary_size=4000, dropout=0.0)
+    init = build_pretraining_model(config).model.get_weights()
+
+    def one_step(strategy, clip):
+        with strategy.scope():
+            model = build_pretraining_model(config).model
+            model.set_weights(init)
+            optimizer = keras.optimizers.SGD(learning_rate=0.5)
+            optimizer.build(model.trainable_variables)
+            step = tf.Variable(0, dtype=tf.int64, trainable=False,
+                               aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+        data = tf.data.Dataset.from_tensor_slices(batch).batch(8).repeat()
+        loop = make_train_loop(model, optimizer, step, strategy, clip)
+        sums = loop(iter(strategy.experimental_distribute_dataset(data)), tf.constant(1))
+        return model.get_weights(), {k: float(v) for k, v in sums.items()}, int(step.numpy())
+
+    report = {}
+    mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    for clip in (0.0, 0.05):
+        w1, s1, n1 = one_step(tf.distribute.get_strategy(), clip)
+        w2, s2, n2 = one_step(mirrored, clip)
+        report[str(clip)] = {
+            "max_weight_diff": max(float(np.abs(a - b).max()) for a, b in zip(w1, w2)),
+            "max_update": max(float(np.abs(a - b).max()) for a, b in zip(w1, init)),
+            "sums": [s1, s2],
+            "steps": [n1, n2],
+            "replicas": mirrored.num_replicas_in_sync,
+        }
+    print("REPORT" + json.dumps(report))
+    """
+)
+
+
+def test_two_replicas_make_the_same_update_as_one(shards):
+    """One SGD step on the same global batch: 2 replicas (MirroredStrategy over 2 logical CPUs)
+    must give the 1-replica weights: global denominators, summed gradients, global-norm clip."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="3")
+    done = subprocess.run(
+        [sys.executable, "-c", _REPLICA_CHECK, str(shards)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.split("REPORT", 1)[1])
+    for clip, r in report.items():
+        assert r["replicas"] == 2 and r["steps"] == [1, 1]
+        assert r["max_update"] > 1e-4, clip  # the step changed the weights
+        assert r["max_weight_diff"] < 1e-5, (clip, r)
+        one, two = r["sums"]
+        for key in ("mlm_loss_sum", "mlm_weight", "nsp_loss_sum", "examples", "grad_norm"):
+            assert two[key] == pytest.approx(one[key], rel=1e-4), (clip, key)
+
+
+def test_bf16_with_xla_trains_and_exports_float32(tmp_path, shards):
+    out = tmp_path / "bf16"
+    config = small_config(shards, out, steps=3, warmup_steps=1, log_every=1, jit_compile=True)
+    result = train(config, where=Placement(tf.distribute.get_strategy(), "cpu", "bf16"))
+    assert all(e["loss"] == e["loss"] for e in result.history)  # finite, not NaN
+    record = json.loads((out / "trainer_config.json").read_text())
+    assert record["training"]["resolved_precision"] == "bf16"
+    encoder = keras.saving.load_model(out / "encoder.keras")
+    assert encoder.dtype_policy.name == "float32"
+
+
+def test_fp16_uses_dynamic_loss_scaling_and_resumes_in_float32(tmp_path, shards):
+    config = small_config(shards, tmp_path / "run", steps=5, warmup_steps=1, save_encoder=False)
+    cpu = tf.distribute.get_strategy()
+    first = train(replace(config, stop_after=3), where=Placement(cpu, "cpu", "fp16"))
+    assert first.step == 3
+    assert all("loss_scale" in e and e["loss_scale"] > 0 for e in first.history)
+    # The checkpoint holds the loss scale beside the optimizer; float32 can resume from it.
+    second = train(config, where=Placement(cpu, "cpu", "none"))
+    assert second.start_step == 3 and second.step == 5
+    assert all("loss_scale" not in e for e in second.history)

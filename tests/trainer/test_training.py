@@ -1,0 +1,178 @@
+"""The pretraining loop on real shards: the loss falls, resume continues, bad configs fail early."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pipeline.commands.validate import trainer_config_findings
+from shards.reader import RecordSizes
+from tests.trainer.conftest import SMALL, small_config
+from trainer.checkpointing import CheckpointError, check_init_compatible
+from trainer.input_pipeline import ConfigMismatchError, DataSpec
+from trainer.model_presets import get_preset
+from trainer.optimization import WarmupLinearDecay
+from trainer.summaries import read_scalars
+from trainer.training import train
+
+
+def _mean_loss(entries: list[dict]) -> float:
+    return float(np.mean([e["loss"] for e in entries]))
+
+
+def test_tiny_model_loss_falls(trained_run):
+    config, result, _ = trained_run
+    history = result.history
+    assert [e["step"] for e in history] == list(range(1, 301))
+    first, last = _mean_loss(history[:20]), _mean_loss(history[-20:])
+    # Chance level is ln(vocab) + ln(2) ≈ 9.0; a few hundred steps learn at least the unigram
+    # distribution of the masked tokens.
+    assert first > 8.0
+    assert last < first - 1.2, (first, last)
+    mlm_acc_last = np.mean([e["mlm_accuracy"] for e in history[-20:]])
+    assert mlm_acc_last > 0.05
+    assert all(np.isfinite(e["loss"]) and e["grad_norm"] > 0 for e in history)
+    assert result.step == 300 and result.start_step == 0
+    assert result.sequences_per_second and result.sequences_per_second > 0
+
+
+def test_learning_rate_follows_the_schedule(trained_run):
+    config, result, _ = trained_run
+    schedule = WarmupLinearDecay(config.learning_rate, config.warmup_steps, config.steps)
+    for entry in result.history[::37]:
+        assert entry["learning_rate"] == pytest.approx(float(schedule(entry["step"])), rel=1e-5)
+    assert result.history[-1]["learning_rate"] == pytest.approx(0.0, abs=1e-9)
+
+
+def test_tensorboard_logs_and_run_record(trained_run):
+    config, result, _ = trained_run
+    scalars = read_scalars(f"{config.out}/logs/train")
+    for name in (
+        "loss",
+        "mlm_loss",
+        "mlm_accuracy",
+        "nsp_loss",
+        "nsp_accuracy",
+        "learning_rate",
+        "sequences_per_second",
+        "grad_norm",
+    ):
+        assert len(scalars[name]) == 300, name
+    assert scalars["loss"][-1] == (300, pytest.approx(result.history[-1]["loss"], rel=1e-5))
+    assert "mlm_accuracy" in read_scalars(f"{config.out}/logs/eval")
+    record = json.loads((Path(config.out) / "trainer_config.json").read_text())
+    assert record["max_seq_length"] == 64 and record["max_predictions_per_seq"] == 10
+    assert record["vocab_size"] == 4000
+    assert record["model"]["hidden_dim"] == SMALL["hidden_dim"]
+    # The record is a trainer config for `bertprep validate --trainer-config`.
+    assert trainer_config_findings(record, RecordSizes(64, 10), 4000) == []
+
+
+def test_resume_continues_step_count_schedule_and_loss(tmp_path, shards):
+    out = tmp_path / "run"
+    config = small_config(shards, out, steps=80, warmup_steps=10, checkpoint_every=20)
+    first = train(replace(config, stop_after=40), log=lambda m: None)
+    assert first.step == 40 and first.history[-1]["step"] == 40
+    assert sorted(p.name for p in (out / "checkpoints").glob("*.index")) == [
+        "ckpt-20.index",
+        "ckpt-40.index",
+    ]
+    assert not (out / "encoder.keras").exists()  # stopped early: no export yet
+
+    messages: list[str] = []
+    second = train(config, log=messages.append)
+    assert second.start_step == 40 and second.step == 80
+    assert second.restored_from.endswith("ckpt-40")
+    assert any("resuming from" in m and "step 40" in m for m in messages)
+    assert [e["step"] for e in second.history] == list(range(41, 81))
+    # The schedule continues where it stopped (not a new warmup).
+    schedule = WarmupLinearDecay(config.learning_rate, 10, 80)
+    for entry in second.history[:3] + second.history[-3:]:
+        assert entry["learning_rate"] == pytest.approx(float(schedule(entry["step"])), rel=1e-5)
+    # The loss picks up where it was, far below the untrained start.
+    start, before, after = (
+        _mean_loss(first.history[:5]),
+        _mean_loss(first.history[-5:]),
+        _mean_loss(second.history[:5]),
+    )
+    assert after < start - 1.0, (start, before, after)
+    assert abs(after - before) < 0.6, (start, before, after)
+    assert (out / "encoder.keras").exists()
+
+    # Running the finished command again trains nothing.
+    again = train(config, log=lambda m: None)
+    assert again.start_step == again.step == 80 and again.history == []
+
+
+def test_resume_refuses_another_model(tmp_path, shards):
+    out = tmp_path / "run"
+    train(
+        small_config(shards, out, steps=2, warmup_steps=1, save_encoder=False), log=lambda m: None
+    )
+    bigger = small_config(
+        shards, out, steps=4, warmup_steps=1, model_overrides={**SMALL, "hidden_dim": 128}
+    )
+    with pytest.raises(ConfigMismatchError, match="hidden_dim was 64, now 128"):
+        train(bigger, log=lambda m: None)
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        (dict(spec=DataSpec(max_seq_length=128)), "max_seq_length=128 but the shards have 64"),
+        (
+            dict(spec=DataSpec(max_predictions_per_seq=20)),
+            "max_predictions_per_seq=20 but the shards have 10",
+        ),
+        (
+            dict(spec=DataSpec(vocab_size=1000)),
+            "vocabulary has 4000 tokens but the model's vocab_size is 1000",
+        ),
+        (
+            dict(model_overrides={**SMALL, "max_position_embeddings": 32}),
+            "max_seq_length=64 exceeds the model's position table",
+        ),
+    ],
+)
+def test_config_mismatch_fails_before_training(tmp_path, shards, changes, message):
+    out = tmp_path / "run"
+    with pytest.raises(ConfigMismatchError, match=message):
+        train(small_config(shards, out, **changes), log=lambda m: None)
+    assert not out.exists()  # nothing was built or written
+
+
+def test_phase_two_starts_from_phase_one_weights(tmp_path, shards, trained_run):
+    phase1, result1, _ = trained_run
+    out = tmp_path / "phase2"
+    messages: list[str] = []
+    phase2 = train(
+        small_config(
+            shards, out, steps=3, warmup_steps=1, init_checkpoint=phase1.out, save_encoder=False
+        ),
+        log=messages.append,
+    )
+    assert phase2.start_step == 0 and phase2.step == 3
+    assert phase2.initialized_from.endswith("ckpt-300")
+    assert phase2.history[0]["loss"] < _mean_loss(result1.history[:20]) - 1.0
+
+
+def test_phase_two_needs_a_large_enough_position_table(tmp_path, shards, trained_run):
+    phase1, _, _ = trained_run
+    config = small_config(
+        shards,
+        tmp_path / "phase2",
+        init_checkpoint=phase1.out,
+        model_overrides={**SMALL, "max_position_embeddings": 128},
+    )
+    with pytest.raises(CheckpointError, match="max_position_embeddings: 64 there, 128 here"):
+        train(config, log=lambda m: None)
+    # A 128-token phase 2 from a phase 1 whose table has 64 positions is refused up front.
+    model = get_preset("tiny").with_(**SMALL, vocabulary_size=4000)
+    with pytest.raises(
+        CheckpointError, match="position table of 64, too small for max_seq_length 128"
+    ):
+        check_init_compatible(phase1.out, model, max_seq_length=128)

@@ -1,0 +1,316 @@
+"""``tf.data`` over pretraining shards, and the checks that the shards fit the model before step one.
+
+Shards are found with ``tf.io.gfile`` (local paths, globs, directories, ``gs://``). Their sizes
+come from ``manifest.json`` beside them (bertprep's shards) or from flags (google-research/bert's
+shards have no manifest); either way the first record is read and must agree, and the sizes must
+fit the model (position table, vocabulary). GZIP is detected per file from the magic bytes.
+
+The dataset shards *files* across input pipelines (hosts) with a ``tf.distribute.InputContext``,
+reads files with a parallel interleave, shuffles records, batches with static shapes
+(``drop_remainder`` for training, as TPUs need) and prefetches.
+"""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import tensorflow as tf
+
+from shards.reader import RecordSizes, spec_problems
+from trainer.model_presets import ModelConfig
+from transforms.example_encoding import decode_example
+from transforms.features import FEATURES, feature_lengths
+
+MANIFEST = "manifest.json"
+_NOT_SHARDS = (MANIFEST, "rejects.jsonl", "stage.json", "run_summary.json", ".")
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+class ShardConfigError(ValueError):
+    """The shards cannot be used as configured (missing, unreadable, or sizes that disagree)."""
+
+
+@dataclass(frozen=True)
+class DataSpec:
+    """What the trainer was told about the data (each None when not given): the keys of
+    ``bertprep validate --trainer-config``."""
+
+    max_seq_length: int | None = None
+    max_predictions_per_seq: int | None = None
+    vocab_size: int | None = None
+
+
+@dataclass(frozen=True)
+class ShardInfo:
+    """Resolved shard files and everything needed to read them."""
+
+    files: tuple[str, ...]
+    compressions: tuple[str, ...]
+    max_seq_length: int
+    max_predictions_per_seq: int
+    vocab_size: int | None
+    manifest_paths: tuple[str, ...] = ()
+    records: int | None = None
+    max_id_seen: int = 0
+    vocab_path: str | None = None
+    vocab_sha256: str | None = None
+    do_lower_case: bool | None = None
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def sizes(self) -> RecordSizes:
+        return RecordSizes(self.max_seq_length, self.max_predictions_per_seq)
+
+
+def _is_shard_name(path: str) -> bool:
+    return not path.rstrip("/").rsplit("/", 1)[-1].startswith(_NOT_SHARDS)
+
+
+def expand_patterns(patterns: list[str] | tuple[str, ...]) -> list[str]:
+    """Shard files named by files, globs or directories (a directory: its ``*.tfrecord*`` files,
+    else all its files but manifests and rejects), sorted and deduplicated."""
+    found: set[str] = set()
+    for pattern in patterns:
+        if tf.io.gfile.isdir(pattern):
+            base = pattern.rstrip("/")
+            matched = tf.io.gfile.glob(f"{base}/*.tfrecord*") or [
+                f"{base}/{name}" for name in tf.io.gfile.listdir(base)
+            ]
+        else:
+            matched = tf.io.gfile.glob(pattern)
+        matched = [p for p in matched if _is_shard_name(p) and not tf.io.gfile.isdir(p)]
+        if not matched:
+            raise ShardConfigError(f"no shard files match {pattern}")
+        found.update(matched)
+    return sorted(found)
+
+
+def compression_of(path: str) -> str:
+    """``"GZIP"`` when the file starts with the gzip magic bytes, else ``""`` (name is ignored)."""
+    with tf.io.gfile.GFile(path, "rb") as f:
+        return "GZIP" if f.read(2) == GZIP_MAGIC else ""
+
+
+def _manifests(files: list[str]) -> dict[str, dict]:
+    """Every manifest.json beside the shards, by path."""
+    found = {}
+    for parent in sorted({f.rsplit("/", 1)[0] if "/" in f else "." for f in files}):
+        path = f"{parent}/{MANIFEST}"
+        if tf.io.gfile.exists(path):
+            with tf.io.gfile.GFile(path, "rb") as f:
+                try:
+                    found[path] = json.loads(f.read().decode("utf-8"))
+                except ValueError as e:
+                    raise ShardConfigError(f"{path}: not valid JSON ({e})") from e
+    return found
+
+
+def _first_record(files: list[str], compressions: list[str]) -> tuple[str, bytes]:
+    for path, compression in zip(files, compressions, strict=True):
+        try:
+            for record in tf.data.TFRecordDataset(path, compression_type=compression).take(1):
+                return path, record.numpy()
+        except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
+            raise ShardConfigError(f"{path}: not a readable TFRecord file ({e.message})") from e
+    raise ShardConfigError("every shard is empty: no records to train on")
+
+
+def _agree(label: str, values: dict[str, int | None]) -> int | None:
+    """The one value all named sources give (ignoring None), or a ShardConfigError naming them."""
+    given = {source: v for source, v in values.items() if v is not None}
+    if len(set(given.values())) > 1:
+        said = ", ".join(f"{source} says {v}" for source, v in given.items())
+        raise ShardConfigError(f"{label} disagrees: {said}")
+    return next(iter(given.values()), None)
+
+
+def resolve_shards(patterns: list[str] | tuple[str, ...]) -> ShardInfo:
+    """Finds the shards and settles their sizes: from the manifests (which must agree with each
+    other and with the first record), or from the first record when there is no manifest. What the
+    trainer was told (``DataSpec``) is compared afterwards, by ``check_fits``."""
+    files = expand_patterns(patterns)
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        compressions = list(pool.map(compression_of, files))
+    manifests = _manifests(files)
+    notes: list[str] = []
+    if manifests and len({f.rsplit("/", 1)[0] for f in files}) > len(manifests):
+        notes.append("some shard directories have no manifest.json")
+
+    probe_path, probe = _first_record(files, compressions)
+    try:
+        first = decode_example(probe)
+    except ValueError as e:
+        raise ShardConfigError(f"{probe_path}: the first record is not a tf.train.Example") from e
+    if "input_ids" not in first or "masked_lm_positions" not in first:
+        raise ShardConfigError(f"{probe_path}: the first record is not a BERT pretraining record")
+
+    sources_seq: dict[str, int | None] = {}
+    sources_pred: dict[str, int | None] = {}
+    vocab_sizes: dict[str, int | None] = {}
+    vocab_hashes: set[str] = set()
+    records = 0
+    vocab_path, lower = None, None
+    for path, m in manifests.items():
+        vocab_path = vocab_path or (m.get("vocab") or {}).get("path")
+        lower = (m.get("config") or {}).get("do_lower_case", lower)
+        sources_seq[path] = m.get("max_seq_length")
+        sources_pred[path] = m.get("max_predictions_per_seq")
+        vocab = m.get("vocab") or {}
+        vocab_sizes[path] = vocab.get("size")
+        if vocab.get("sha256"):
+            vocab_hashes.add(vocab["sha256"])
+        listed = {s["file"]: s.get("records", 0) for s in m.get("shards", [])}
+        records += sum(listed.get(f.rsplit("/", 1)[-1], 0) for f in files)
+    sources_seq[f"the first record of {probe_path}"] = len(first["input_ids"])
+    sources_pred[f"the first record of {probe_path}"] = len(first["masked_lm_positions"])
+    max_seq_length = _agree("max_seq_length", sources_seq)
+    max_predictions = _agree("max_predictions_per_seq", sources_pred)
+    if len(vocab_hashes) > 1:
+        raise ShardConfigError("the shards were made with different vocabularies (manifests)")
+    shard_vocab = _agree("vocab size", vocab_sizes)
+    problems = spec_problems(probe, RecordSizes(max_seq_length, max_predictions))
+    if problems:
+        raise ShardConfigError(f"{probe_path}: first record: {'; '.join(problems)}")
+    if not manifests:
+        notes.append(
+            f"no manifest.json: sizes from the first record (max_seq_length={max_seq_length}, "
+            f"max_predictions_per_seq={max_predictions})"
+        )
+    max_id = int(max(max(first["input_ids"]), max(first["masked_lm_ids"])))
+    return ShardInfo(
+        files=tuple(files),
+        compressions=tuple(compressions),
+        max_seq_length=max_seq_length,
+        max_predictions_per_seq=max_predictions,
+        vocab_size=shard_vocab,
+        manifest_paths=tuple(manifests),
+        records=records if manifests else None,
+        max_id_seen=max_id,
+        vocab_path=vocab_path,
+        vocab_sha256=next(iter(vocab_hashes), None),
+        do_lower_case=lower,
+        notes=tuple(notes),
+    )
+
+
+class ConfigMismatchError(ValueError):
+    """The model or trainer configuration does not fit the shards (found before step one)."""
+
+
+def mismatch_findings(info: ShardInfo, spec: DataSpec, model: ModelConfig) -> list[str]:
+    """Every way the shards and the trainer/model configuration disagree (empty when they fit)."""
+    where = ", ".join(info.manifest_paths) or "the first record"
+    findings = []
+    if spec.max_seq_length is not None and spec.max_seq_length != info.max_seq_length:
+        findings.append(
+            f"trainer max_seq_length={spec.max_seq_length} but the shards have "
+            f"{info.max_seq_length} ({where})"
+        )
+    if (
+        spec.max_predictions_per_seq is not None
+        and spec.max_predictions_per_seq != info.max_predictions_per_seq
+    ):
+        findings.append(
+            f"trainer max_predictions_per_seq={spec.max_predictions_per_seq} but the shards have "
+            f"{info.max_predictions_per_seq} ({where})"
+        )
+    if info.max_seq_length > model.max_position_embeddings:
+        findings.append(
+            f"the shards' max_seq_length={info.max_seq_length} exceeds the model's position table "
+            f"(max_position_embeddings={model.max_position_embeddings}); use a table that covers "
+            "every phase (BERT: 512)"
+        )
+    if info.vocab_size is not None and info.vocab_size > model.vocabulary_size:
+        findings.append(
+            f"the shards' vocabulary has {info.vocab_size} tokens but the model's vocab_size is "
+            f"{model.vocabulary_size} ({where})"
+        )
+    if info.max_id_seen >= model.vocabulary_size:
+        findings.append(
+            f"token id {info.max_id_seen} in the first record is outside the model's "
+            f"vocab_size={model.vocabulary_size}"
+        )
+    return findings
+
+
+def check_fits(info: ShardInfo, spec: DataSpec, model: ModelConfig) -> None:
+    """Raises ConfigMismatchError listing every disagreement (see ``mismatch_findings``)."""
+    findings = mismatch_findings(info, spec, model)
+    if findings:
+        raise ConfigMismatchError(
+            "the shards do not fit the configuration:\n  - " + "\n  - ".join(findings)
+        )
+
+
+def parse_batch(serialized: tf.Tensor, sizes: RecordSizes) -> dict[str, tf.Tensor]:
+    """A batch of serialized records → fixed-shape tensors (int64 features become int32)."""
+    lengths = feature_lengths(sizes.max_seq_length, sizes.max_predictions_per_seq)
+    spec = {
+        f.name: tf.io.FixedLenFeature(
+            [lengths[f.name]], tf.int64 if f.dtype == "int64" else tf.float32
+        )
+        for f in FEATURES
+    }
+    parsed = tf.io.parse_example(serialized, spec)
+    return {k: tf.cast(v, tf.int32) if v.dtype == tf.int64 else v for k, v in parsed.items()}
+
+
+def make_dataset(
+    info: ShardInfo,
+    batch_size: int,
+    *,
+    training: bool,
+    input_context: tf.distribute.InputContext | None = None,
+    shuffle_buffer: int = 10_000,
+    seed: int | None = None,
+    cycle_length: int = 16,
+    deterministic: bool | None = None,
+    drop_remainder: bool | None = None,
+) -> tf.data.Dataset:
+    """Batches of the feature contract's tensors (see the module docstring).
+
+    ``batch_size`` is per input pipeline (a replica's share under a strategy). Training: files
+    shuffled and repeated forever, records shuffled, remainder dropped. Evaluation: one ordered
+    pass, the last partial batch kept unless ``drop_remainder``.
+    """
+    files = tf.data.Dataset.from_tensor_slices((list(info.files), list(info.compressions)))
+    n_files = len(info.files)
+    if input_context is not None and input_context.num_input_pipelines > 1:
+        pipelines = input_context.num_input_pipelines
+        if n_files < pipelines:
+            raise ShardConfigError(
+                f"{n_files} shard file(s) cannot be split across {pipelines} input pipelines; "
+                "write at least one shard per host"
+            )
+        files = files.shard(pipelines, input_context.input_pipeline_id)
+        n_files = len(range(input_context.input_pipeline_id, len(info.files), pipelines))
+    if training:
+        files = files.shuffle(n_files, seed=seed, reshuffle_each_iteration=True).repeat()
+    records = files.interleave(
+        lambda path, compression: tf.data.TFRecordDataset(
+            path, compression_type=compression, buffer_size=8 << 20
+        ),
+        cycle_length=max(1, min(cycle_length, n_files)),
+        block_length=1,
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=deterministic,
+    )
+    if training and shuffle_buffer > 1:
+        records = records.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+    drop = training if drop_remainder is None else drop_remainder
+    batches = records.batch(batch_size, drop_remainder=drop)
+    sizes = info.sizes
+    batches = batches.map(
+        lambda s: parse_batch(s, sizes),
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=deterministic,
+    )
+    return batches.prefetch(tf.data.AUTOTUNE)
+
+
+def in_memory(dataset: tf.data.Dataset) -> tf.data.Dataset:
+    """One batch of ``dataset`` repeated forever: synthetic input that costs nothing to produce
+    (to tell whether the real input pipeline keeps up)."""
+    return dataset.take(1).cache().repeat()

@@ -1,0 +1,162 @@
+"""A training run's settings, the model they resolve to, and the run record in ``OUT/trainer_config.json``.
+
+The record holds the data sizes under the keys ``bertprep validate --trainer-config`` reads
+(``max_seq_length``, ``max_predictions_per_seq``, ``vocab_size``), the model architecture, and the
+training settings. Resuming from a directory's checkpoints when its record names another model or
+other data sizes is refused before anything is built.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+
+import tensorflow as tf
+
+from trainer.input_pipeline import DataSpec, ShardConfigError, ShardInfo
+from trainer.model_presets import ModelConfig, get_preset
+from trainer.optimization import OptimizerConfig
+
+RECORD = "trainer_config.json"
+RECORD_FORMAT = "bertprep.trainer/1"
+
+
+@dataclass
+class TrainConfig:
+    """Everything ``bertprep train`` can be told (the defaults are BERT-base phase 1's)."""
+
+    data: list[str]
+    out: str
+    model: str = "base"
+    model_overrides: dict = field(default_factory=dict)
+    """ModelConfig fields to change after the preset (``max_position_embeddings``, ``dropout``...)."""
+    batch_size: int = 256
+    """Global batch size (split across replicas)."""
+    steps: int = 1_000_000
+    learning_rate: float = 1e-4
+    warmup_steps: int = 10_000
+    weight_decay: float = 0.01
+    optimizer: str = "adamw"
+    clip_norm: float = 1.0
+    spec: DataSpec = field(default_factory=DataSpec)
+    checkpoint_every: int = 1000
+    keep_checkpoints: int = 5
+    log_every: int = 100
+    steps_per_loop: int = 1
+    stop_after: int | None = None
+    """Train at most this many steps in this call, then checkpoint and return (time-limited jobs,
+    preemptible slices); the schedule still runs to ``steps``."""
+    init_checkpoint: str | None = None
+    eval_data: list[str] | None = None
+    eval_every: int = 0
+    eval_batches: int | None = None
+    tpu: str | None = None
+    gpus: int | None = None
+    precision: str = "auto"
+    jit_compile: bool | None = None
+    seed: int = 12345
+    shuffle_buffer: int = 10_000
+    deterministic: bool | None = None
+    progress: bool = True
+    vocab: str | None = None
+    """vocab.txt saved with the encoder (default: the manifest's, when readable and unchanged)."""
+    save_encoder: bool = True
+    synthetic: bool = False
+    """Benchmark mode: repeat one real batch from memory (measures the model without input cost)."""
+
+    def __post_init__(self) -> None:
+        for name in ("batch_size", "steps", "checkpoint_every", "log_every", "steps_per_loop"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.stop_after is not None and self.stop_after < 1:
+            raise ValueError(f"stop_after must be at least 1, got {self.stop_after}")
+        if self.warmup_steps < 0 or self.warmup_steps > self.steps:
+            raise ValueError(f"warmup_steps must be in [0, steps], got {self.warmup_steps}")
+        if self.learning_rate <= 0:
+            raise ValueError("learning_rate must be positive")
+
+    def optimizer_config(self) -> OptimizerConfig:
+        return OptimizerConfig(
+            name=self.optimizer,
+            learning_rate=self.learning_rate,
+            warmup_steps=self.warmup_steps,
+            total_steps=self.steps,
+            weight_decay=self.weight_decay,
+            clip_norm=self.clip_norm,
+        )
+
+
+def resolve_model(
+    model: str, overrides: dict, info: ShardInfo | None, spec: DataSpec
+) -> ModelConfig:
+    """The preset with its vocabulary size from ``--vocab-size``, else the shards' manifest."""
+    config = get_preset(model)
+    vocab = overrides.get("vocabulary_size") or spec.vocab_size or (info and info.vocab_size)
+    if not vocab:
+        raise ShardConfigError(
+            "the shards' vocabulary size is unknown (no manifest.json); pass --vocab-size"
+        )
+    return config.with_(**{**overrides, "vocabulary_size": int(vocab)})
+
+
+def _path(out: str, name: str) -> str:
+    return out.rstrip("/") + "/" + name
+
+
+def read_record(directory: str) -> dict | None:
+    """The run record of a training output directory, or None."""
+    path = _path(directory, RECORD)
+    if not tf.io.gfile.exists(path):
+        return None
+    with tf.io.gfile.GFile(path, "r") as f:
+        return json.load(f)
+
+
+def write_record(config: TrainConfig, model: ModelConfig, info: ShardInfo, extra: dict) -> None:
+    """Writes ``OUT/trainer_config.json`` (atomically where the filesystem allows)."""
+    record = {
+        "format": RECORD_FORMAT,
+        "max_seq_length": info.max_seq_length,
+        "max_predictions_per_seq": info.max_predictions_per_seq,
+        "vocab_size": model.vocabulary_size,
+        "model_name": config.model,
+        "model": model.to_dict(),
+        "training": {
+            "data_patterns": list(config.data),
+            "batch_size": config.batch_size,
+            "steps": config.steps,
+            "optimizer": asdict(config.optimizer_config()),
+            "precision": config.precision,
+            "seed": config.seed,
+            "init_checkpoint": config.init_checkpoint,
+            **extra,
+        },
+    }
+    tf.io.gfile.makedirs(config.out)
+    tmp = _path(config.out, RECORD + ".tmp")
+    with tf.io.gfile.GFile(tmp, "w") as f:
+        f.write(json.dumps(record, indent=2) + "\n")
+    tf.io.gfile.rename(tmp, _path(config.out, RECORD), overwrite=True)
+
+
+def resume_conflicts(record: dict, model: ModelConfig, info: ShardInfo) -> list[str]:
+    """Why a run recorded in ``record`` cannot be resumed with this model and data."""
+    problems = []
+    recorded = ModelConfig.from_dict(record.get("model", {}))
+    if recorded != model:
+        diff = {
+            k: (v, getattr(model, k))
+            for k, v in recorded.to_dict().items()
+            if v != getattr(model, k)
+        }
+        problems.append(
+            "the output directory holds a run of another model: "
+            + ", ".join(f"{k} was {a}, now {b}" for k, (a, b) in diff.items())
+        )
+    for key in ("max_seq_length", "max_predictions_per_seq"):
+        if record.get(key) not in (None, getattr(info, key)):
+            problems.append(
+                f"the output directory's run used {key}={record[key]}, these shards have "
+                f"{getattr(info, key)}; start the next phase in a new --out with --init-checkpoint"
+            )
+    return problems

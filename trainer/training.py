@@ -1,0 +1,413 @@
+"""The pretraining loop: checks before step one, distributed train steps, checkpoints and resume,
+TensorBoard logs, a progress bar, evaluation, and the exported encoder.
+
+``train(config)`` settles every size and checks the shards against the model before building
+anything (``ConfigMismatchError``/``ShardConfigError``), then builds the model and optimizer under
+the strategy, resumes from ``OUT/checkpoints`` when it holds a checkpoint (step count, optimizer
+state and so the learning-rate schedule continue) or starts from ``--init-checkpoint``'s weights,
+and trains to ``config.steps`` total steps.
+
+One train step: each replica computes its share of the global objective (denominators are the
+global batch's, via a scalar all-reduce); the gradients are all-reduced, clipped by their global
+norm (the true global norm, not a per-replica one) and applied. TensorBoard scalars (``OUT/logs``):
+loss, mlm_loss, mlm_accuracy, nsp_loss, nsp_accuracy, learning_rate, grad_norm, sequences_per_second
+(and loss_scale under fp16). After a resume the data order is reseeded with the step, so the
+records seen differ from those before the interruption (the tf.data position is not saved).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from trainer.checkpointing import (
+    check_init_compatible,
+    checkpoint_dir,
+    find_checkpoint,
+    make_checkpointing,
+    restore_latest,
+    restore_model,
+)
+from trainer.distribution import Placement, placement
+from trainer.evaluation import evaluate_shards, write_report
+from trainer.export import export_encoder
+from trainer.input_pipeline import (
+    ConfigMismatchError,
+    DataSpec,
+    ShardInfo,
+    check_fits,
+    in_memory,
+    make_dataset,
+    resolve_shards,
+)
+from trainer.model_presets import ModelConfig
+from trainer.optimization import build_optimizer
+from trainer.pretraining_model import (
+    SUM_KEYS,
+    build_pretraining_model,
+    loss_sums,
+    model_inputs,
+    objective,
+    summarize,
+)
+from trainer.run_config import (
+    TrainConfig,
+    read_record,
+    resolve_model,
+    resume_conflicts,
+    write_record,
+)
+from trainer.summaries import ScalarWriter
+
+LOGS = "logs"
+Log = Callable[[str], None]
+
+
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+@dataclass
+class Prepared:
+    """What the checks before step one settled."""
+
+    info: ShardInfo
+    model: ModelConfig
+    eval_info: ShardInfo | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class TrainResult:
+    """How a call to ``train`` ended. ``history`` has one entry per log interval."""
+
+    step: int
+    start_step: int
+    history: list[dict]
+    eval: dict | None = None
+    encoder: dict | None = None
+    sequences_per_second: float | None = None
+    restored_from: str | None = None
+    initialized_from: str | None = None
+
+
+def prepare(config: TrainConfig) -> Prepared:
+    """Every check that needs no model: shards, sizes, model fit, resume and init compatibility."""
+    info = resolve_shards(config.data)
+    model = resolve_model(config.model, config.model_overrides, info, config.spec)
+    check_fits(info, config.spec, model)
+    notes = list(info.notes)
+    eval_info = None
+    if config.eval_data:
+        eval_info = resolve_shards(config.eval_data)
+        check_fits(eval_info, DataSpec(), model)
+        notes += [f"eval data: {n}" for n in eval_info.notes]
+    record = read_record(config.out)
+    if record is not None and tf.train.latest_checkpoint(checkpoint_dir(config.out)):
+        conflicts = resume_conflicts(record, model, info)
+        if conflicts:
+            raise ConfigMismatchError(
+                f"cannot continue the run in {config.out}:\n  - " + "\n  - ".join(conflicts)
+            )
+    if config.init_checkpoint:
+        find_checkpoint(config.init_checkpoint)
+        check_init_compatible(config.init_checkpoint, model, info.max_seq_length)
+    if info.records:
+        epochs = config.steps * config.batch_size / info.records
+        notes.append(
+            f"{info.records:,} training records; {config.steps:,} steps ≈ {epochs:.2f} epochs"
+        )
+    if info.vocab_size is not None and info.vocab_size < model.vocabulary_size:
+        notes.append(
+            f"model vocab_size {model.vocabulary_size} > the shards' {info.vocab_size} "
+            "(extra rows are never used as inputs)"
+        )
+    return Prepared(info=info, model=model, eval_info=eval_info, notes=notes)
+
+
+def make_train_loop(
+    model: keras.Model,
+    optimizer: keras.optimizers.Optimizer,
+    step: tf.Variable,
+    strategy: tf.distribute.Strategy,
+    clip_norm: float,
+    jit_compile: bool = False,
+) -> Callable:
+    """A compiled ``loop(iterator, n)`` running ``n`` train steps; returns summed statistics."""
+    variables = model.trainable_variables
+    replicas = strategy.num_replicas_in_sync
+    loss_scaler = optimizer if isinstance(optimizer, keras.optimizers.LossScaleOptimizer) else None
+
+    def forward_backward(batch, mlm_total, examples_total):
+        with tf.GradientTape() as tape:
+            outputs = model(model_inputs(batch), training=True)
+            sums = loss_sums(outputs, batch)
+            loss = objective(sums, mlm_total, examples_total)
+            if loss_scaler is not None:
+                loss = loss_scaler.scale_loss(loss)
+        return sums, tape.gradient(loss, variables)
+
+    if jit_compile:
+        forward_backward = tf.function(forward_backward, jit_compile=True)
+
+    def replica_step(batch):
+        ctx = tf.distribute.get_replica_context()
+        weight = tf.reduce_sum(tf.cast(batch["masked_lm_weights"], tf.float32))
+        examples = tf.cast(tf.shape(batch["input_ids"])[0], tf.float32)
+        mlm_total, examples_total = ctx.all_reduce(tf.distribute.ReduceOp.SUM, [weight, examples])
+        sums, grads = forward_backward(batch, mlm_total, examples_total)
+        # Dense gradients (the segment embedding's is IndexedSlices): what TPUs all-reduce, and
+        # the tied token embedding's is dense anyway.
+        grads = [tf.convert_to_tensor(g) for g in grads]
+        if replicas > 1:
+            grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads)
+        scale = tf.cast(loss_scaler.dynamic_scale, tf.float32) if loss_scaler is not None else 1.0
+        norm = tf.linalg.global_norm(grads)
+        if clip_norm > 0:
+            grads, _ = tf.clip_by_global_norm(grads, clip_norm * scale, use_norm=norm)
+        # The optimizer sums the replicas' gradients again: hand each replica 1/replicas of the
+        # already reduced gradient.
+        if replicas > 1:
+            grads = [g / replicas for g in grads]
+        optimizer.apply_gradients(zip(grads, variables, strict=True))
+        sums["grad_norm"] = norm / scale / replicas
+        return sums
+
+    keys = (*SUM_KEYS, "grad_norm")
+
+    @tf.function
+    def loop(iterator, n):
+        totals = {k: tf.constant(0.0) for k in keys}
+        for _ in tf.range(n):
+            per_replica = strategy.run(replica_step, args=(next(iterator),))
+            totals = {
+                k: totals[k]
+                + strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica[k], axis=None)
+                for k in keys
+            }
+            step.assign_add(1)
+        return totals
+
+    return loop
+
+
+def _vocab_for_export(info: ShardInfo, explicit: str | None, log: Log) -> tuple[str | None, bool]:
+    lowercase = True if info.do_lower_case is None else info.do_lower_case
+    if explicit:
+        return explicit, lowercase
+    path = info.vocab_path
+    if not path or not tf.io.gfile.exists(path):
+        log("note: vocabulary not found (pass --vocab): encoder exported without a tokenizer")
+        return None, lowercase
+    with tf.io.gfile.GFile(path, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()
+    if info.vocab_sha256 and digest != info.vocab_sha256:
+        log(f"note: {path} changed since the shards were made: exported without a tokenizer")
+        return None, lowercase
+    return path, lowercase
+
+
+def _default_jit(place: Placement, requested: bool | None) -> bool:
+    if requested is not None:
+        return requested and place.platform != "tpu"
+    return place.platform == "gpu" and place.replicas == 1
+
+
+def train(config: TrainConfig, where: Placement | None = None, log: Log = _stderr) -> TrainResult:
+    """Trains to ``config.steps`` total steps (resuming when ``OUT`` holds a checkpoint)."""
+    prep = prepare(config)
+    for note in prep.notes:
+        log(f"note: {note}")
+    try:
+        place = where or placement(config.tpu, config.gpus, config.precision)
+    except ValueError as e:
+        raise ConfigMismatchError(str(e)) from e
+    strategy = place.strategy
+    if config.batch_size % place.replicas:
+        raise ConfigMismatchError(
+            f"batch size {config.batch_size} is not divisible by {place.replicas} replicas"
+        )
+    with strategy.scope():
+        built = build_pretraining_model(prep.model, place.dtype_policy)
+        model = built.model
+        optimizer, schedule = build_optimizer(config.optimizer_config(), model)
+        if place.precision == "fp16":
+            optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+        optimizer.build(model.trainable_variables)
+        step = tf.Variable(
+            0,
+            dtype=tf.int64,
+            trainable=False,
+            name="global_step",
+            aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
+        )
+    state = make_checkpointing(config.out, model, optimizer, step, config.keep_checkpoints)
+    if restore_latest(state):
+        log(f"resuming from {state.restored_from} at step {int(step.numpy())}")
+    elif config.init_checkpoint:
+        state.initialized_from = restore_model(model, config.init_checkpoint)
+        log(f"initialized the model from {state.initialized_from}")
+    start = int(step.numpy())
+    write_record(
+        config,
+        prep.model,
+        prep.info,
+        {
+            "platform": place.platform,
+            "replicas": place.replicas,
+            "resolved_precision": place.precision,
+        },
+    )
+    result = TrainResult(
+        step=start,
+        start_step=start,
+        history=[],
+        restored_from=state.restored_from,
+        initialized_from=state.initialized_from,
+    )
+    if start < config.steps:
+        _run_steps(config, prep, place, built, optimizer, schedule, state, result, log)
+    elif start > 0:
+        log(f"already at step {start} (target {config.steps}): nothing to train")
+    if result.step < config.steps:
+        log(f"stopped at step {result.step} of {config.steps}; run again to continue")
+        return result
+    if prep.eval_info is not None:
+        result.eval = _evaluate(config, prep.eval_info, place, model, result.step)
+        log("eval: " + ", ".join(f"{k}={v:.4f}" for k, v in result.eval.items()))
+    if config.save_encoder:
+        vocab, lowercase = _vocab_for_export(prep.info, config.vocab, log)
+        result.encoder = export_encoder(built.backbone, config.out, vocab, lowercase)
+        log(f"encoder saved: {result.encoder['keras']} and {result.encoder['preset']}/")
+    return result
+
+
+def _evaluate(
+    config: TrainConfig, info: ShardInfo, place: Placement, model: keras.Model, step: int
+) -> dict:
+    result = evaluate_shards(model, place, info, config.batch_size, config.eval_batches)
+    write_report(config.out, step, result, data=list(info.files))
+    return result
+
+
+def _run_steps(
+    config: TrainConfig,
+    prep: Prepared,
+    place: Placement,
+    built,
+    optimizer: keras.optimizers.Optimizer,
+    schedule,
+    state,
+    result: TrainResult,
+    log: Log,
+) -> None:
+    strategy = place.strategy
+    model = built.model
+    start = result.start_step
+    info = prep.info
+
+    def train_input(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
+        dataset = make_dataset(
+            info,
+            ctx.get_per_replica_batch_size(config.batch_size),
+            training=True,
+            input_context=ctx,
+            shuffle_buffer=config.shuffle_buffer,
+            seed=config.seed + start,
+            deterministic=config.deterministic,
+        )
+        return in_memory(dataset) if config.synthetic else dataset
+
+    iterator = iter(strategy.distribute_datasets_from_function(train_input))
+    loop = make_train_loop(
+        model,
+        optimizer,
+        state.step,
+        strategy,
+        config.clip_norm,
+        _default_jit(place, config.jit_compile),
+    )
+    writer = ScalarWriter(f"{config.out.rstrip('/')}/{LOGS}/train")
+    progress = (
+        keras.utils.Progbar(
+            config.steps,
+            stateful_metrics=["loss", "mlm_acc", "nsp_acc", "lr", "seq/s"],
+            unit_name="step",
+        )
+        if config.progress
+        else None
+    )
+    loss_scaler = optimizer if isinstance(optimizer, keras.optimizers.LossScaleOptimizer) else None
+    inner = getattr(optimizer, "inner_optimizer", optimizer)
+    current = start
+    totals = dict.fromkeys((*SUM_KEYS, "grad_norm"), 0.0)
+    interval_steps, interval_start = 0, time.perf_counter()
+    steady_time, steady_steps, first_loop = 0.0, 0, True
+    stop = config.steps
+    if config.stop_after is not None:
+        stop = min(stop, start + config.stop_after)
+    while current < stop:
+        n = config.steps_per_loop
+        for every in (config.log_every, config.checkpoint_every, config.eval_every):
+            if every:
+                n = min(n, every - current % every)
+        n = min(n, stop - current)
+        t0 = time.perf_counter()
+        sums = loop(iterator, tf.constant(n, tf.int32))
+        sums = {k: float(np.asarray(v)) for k, v in sums.items()}
+        elapsed = time.perf_counter() - t0
+        if not first_loop:
+            steady_time += elapsed
+            steady_steps += n
+        first_loop = False
+        current += n
+        interval_steps += n
+        for k, v in sums.items():
+            totals[k] += v
+        if not np.isfinite(sums["mlm_loss_sum"] + sums["nsp_loss_sum"]) and loss_scaler is None:
+            raise FloatingPointError(
+                f"the loss is not finite at step {current}; the last good checkpoint is "
+                f"{state.manager.latest_checkpoint}"
+            )
+        if current % config.log_every == 0 or current == stop:
+            seconds = time.perf_counter() - interval_start
+            entry = {
+                "step": current,
+                **summarize(totals),
+                "grad_norm": totals["grad_norm"] / interval_steps,
+                "learning_rate": float(schedule(inner.iterations)),
+                "sequences_per_second": interval_steps * config.batch_size / max(seconds, 1e-9),
+            }
+            if loss_scaler is not None:
+                entry["loss_scale"] = float(np.asarray(loss_scaler.dynamic_scale))
+            result.history.append(entry)
+            writer.write(current, {k: v for k, v in entry.items() if k != "step"})
+            if progress is not None:
+                progress.update(
+                    current,
+                    [
+                        ("loss", entry["loss"]),
+                        ("mlm_acc", entry["mlm_accuracy"]),
+                        ("nsp_acc", entry["nsp_accuracy"]),
+                        ("lr", entry["learning_rate"]),
+                        ("seq/s", entry["sequences_per_second"]),
+                    ],
+                )
+            totals = dict.fromkeys(totals, 0.0)
+            interval_steps, interval_start = 0, time.perf_counter()
+        if current % config.checkpoint_every == 0 or current == stop:
+            state.save(current)
+        eval_due = config.eval_every and current % config.eval_every == 0
+        if eval_due and prep.eval_info is not None and current < config.steps:
+            evaluation = _evaluate(config, prep.eval_info, place, model, current)
+            log(f"step {current} eval: " + ", ".join(f"{k}={v:.4f}" for k, v in evaluation.items()))
+    result.step = current
+    if steady_steps:
+        result.sequences_per_second = steady_steps * config.batch_size / steady_time
