@@ -6,7 +6,10 @@ import argparse
 import json
 import sys
 
-from pipeline.commands.shard_set import add_shard_arguments, resolve_shard_set
+from pipeline.commands.shard_set import (
+    add_shard_arguments,
+    shard_set_or_exit_code,
+)
 
 HELP = "show decoded records: segments A and B, masked tokens, the next-sentence label"
 
@@ -26,18 +29,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
-    from shards.reader import Frames, ShardPathError, open_shard
+    from shards.reader import Frames, open_shard
     from transforms.example_encoding import decode_example
     from transforms.record_view import ViewIds, describe_record, render_record
 
-    if extra:
-        print(f"bertprep inspect: error: unknown arguments {' '.join(extra)}", file=sys.stderr)
-        return 2
-    try:
-        shard_set = resolve_shard_set(args)
-    except (ShardPathError, OSError, ValueError) as e:
-        print(f"bertprep inspect: error: {e}", file=sys.stderr)
-        return 2
+    shard_set = shard_set_or_exit_code("inspect", args, extra)
+    if isinstance(shard_set, int):
+        return shard_set
     if not args.json:
         for note in shard_set.notes:
             print(f"note: {note}", file=sys.stderr)

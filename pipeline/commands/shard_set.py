@@ -8,6 +8,7 @@ from ``--vocab``, else the manifest's vocab path when it is readable and its sha
 from __future__ import annotations
 
 import argparse
+import sys
 from dataclasses import dataclass
 
 
@@ -115,3 +116,20 @@ def resolve_shard_set(args: argparse.Namespace, manifest_path: str | None = None
         vocab.pad_id,
         notes,
     )
+
+
+def shard_set_or_exit_code(
+    command: str, args: argparse.Namespace, extra: list[str], manifest_path: str | None = None
+) -> ShardSet | int:
+    """The command's ShardSet, or 2 after printing why it cannot be had (stray arguments, no
+    matching shards, an unreadable manifest or vocab)."""
+    from shards.reader import ShardPathError
+
+    if extra:
+        print(f"bertprep {command}: error: unknown arguments {' '.join(extra)}", file=sys.stderr)
+        return 2
+    try:
+        return resolve_shard_set(args, manifest_path=manifest_path)
+    except (ShardPathError, OSError, ValueError) as e:
+        print(f"bertprep {command}: error: {e}", file=sys.stderr)
+        return 2

@@ -7,7 +7,11 @@ import json
 import math
 import sys
 
-from pipeline.commands.shard_set import add_shard_arguments, add_workers_argument, resolve_shard_set
+from pipeline.commands.shard_set import (
+    add_shard_arguments,
+    add_workers_argument,
+    shard_set_or_exit_code,
+)
 
 HELP = "measure shards: counts, IsNext ratio, lengths, padding, 80/10/10, [UNK] rate, top tokens"
 
@@ -98,18 +102,12 @@ def print_report(report: dict) -> None:
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
-    from shards.reader import ShardPathError
     from shards.scan import ScanRequest, scan_shards
     from transforms.record_stats import StatsIds
 
-    if extra:
-        print(f"bertprep stats: error: unknown arguments {' '.join(extra)}", file=sys.stderr)
-        return 2
-    try:
-        shard_set = resolve_shard_set(args)
-    except (ShardPathError, OSError, ValueError) as e:
-        print(f"bertprep stats: error: {e}", file=sys.stderr)
-        return 2
+    shard_set = shard_set_or_exit_code("stats", args, extra)
+    if isinstance(shard_set, int):
+        return shard_set
     for note in shard_set.notes:
         print(f"note: {note}", file=sys.stderr)
     limit = math.ceil(args.sample / len(shard_set.paths)) if args.sample else None

@@ -7,7 +7,11 @@ import argparse
 import json
 import sys
 
-from pipeline.commands.shard_set import add_shard_arguments, add_workers_argument, resolve_shard_set
+from pipeline.commands.shard_set import (
+    add_shard_arguments,
+    add_workers_argument,
+    shard_set_or_exit_code,
+)
 
 HELP = "check every record against the feature contract, the manifest and a trainer config"
 EPILOG = (
@@ -117,17 +121,16 @@ def manifest_findings(manifest: dict, scans: list, whole_set: bool) -> list[str]
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
-    from shards.reader import ShardPathError, is_dir
+    from shards.reader import is_dir
     from shards.scan import ScanRequest, scan_shards
     from transforms.record_checks import SpecialIds
 
-    if extra:
-        print(f"bertprep validate: error: unknown arguments {' '.join(extra)}", file=sys.stderr)
-        return 2
+    shard_set = shard_set_or_exit_code("validate", args, extra, manifest_path=args.against)
+    if isinstance(shard_set, int):
+        return shard_set
     try:
-        shard_set = resolve_shard_set(args, manifest_path=args.against)
         trainer = _load_config(args.trainer_config) if args.trainer_config else None
-    except (ShardPathError, OSError, ValueError) as e:
+    except (OSError, ValueError) as e:
         print(f"bertprep validate: error: {e}", file=sys.stderr)
         return 2
     request = ScanRequest(
