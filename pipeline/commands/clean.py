@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from pipeline.commands.common import add_command, progress_printer
+
 HELP = "clean raw corpora into sentence-split documents (Parquet + BERT text export)"
 EPILOG = """\
 Other --flags are Apache Beam pipeline options (see `bertprep instances --help`).
@@ -14,13 +16,7 @@ Punkt is trained on a deterministic sample of the corpus and saved in OUTPUT/pun
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "clean",
-        help=HELP,
-        description=HELP + ".",
-        epilog=EPILOG,
-        formatter_class=lambda prog: argparse.ArgumentDefaultsHelpFormatter(prog, width=100),
-    )
+    p = add_command(subparsers, "clean", HELP, epilog=EPILOG)
     src = p.add_argument_group("inputs (each repeatable; local, glob or gs://)")
     src.add_argument(
         "--wikipedia",
@@ -81,8 +77,7 @@ def run(args: argparse.Namespace, beam_args: list[str]) -> int:
     from pipeline.clean_job import CleanConfigError, CleanJobConfig, run_clean_job
     from pipeline.input_files import NoInputFilesError
 
-    def progress(message: str) -> None:
-        print(f"[bertprep clean] {message}", file=sys.stderr, flush=True)
+    progress = progress_printer("clean")
 
     config = CleanJobConfig(
         output=args.output,

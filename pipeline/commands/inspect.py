@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from pipeline.commands.common import add_command
 from pipeline.commands.shard_set import (
     add_shard_arguments,
     shard_set_or_exit_code,
@@ -15,11 +16,11 @@ HELP = "show decoded records: segments A and B, masked tokens, the next-sentence
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
+    p = add_command(
+        subparsers,
         "inspect",
-        help=HELP,
+        HELP,
         description=HELP + ". Works on bertprep's shards and on google-research/bert's.",
-        formatter_class=lambda prog: argparse.ArgumentDefaultsHelpFormatter(prog, width=100),
     )
     add_shard_arguments(p, paths_help="shard files, globs or directories (local or gs://)")
     p.add_argument("-n", type=int, default=5, help="records to show")

@@ -7,6 +7,7 @@ import sys
 import time
 
 from pipeline.beam_options import UnsafeRunnerModeError, make_pipeline_options
+from pipeline.commands.common import add_command, progress_printer
 from pipeline.input_files import NoInputFilesError
 from pipeline.instances_job import (
     InstancesJobConfig,
@@ -26,13 +27,7 @@ Any other --flags are Apache Beam pipeline options, e.g. --runner DataflowRunner
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "instances",
-        help=HELP,
-        description=HELP + ".",
-        epilog=EPILOG,
-        formatter_class=lambda prog: argparse.ArgumentDefaultsHelpFormatter(prog, width=100),
-    )
+    p = add_command(subparsers, "instances", HELP, epilog=EPILOG)
     io = p.add_argument_group("input and output")
     io.add_argument(
         "--input",
@@ -164,8 +159,7 @@ def format_summary(manifest: dict) -> str:
 
 
 def run(args: argparse.Namespace, beam_args: list[str]) -> int:
-    def progress(message: str) -> None:
-        print(f"[bertprep instances] {message}", file=sys.stderr, flush=True)
+    progress = progress_printer("instances")
 
     try:
         options = make_pipeline_options(beam_args)

@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from pipeline.commands.common import add_command, progress_printer
+
 HELP = "run every stage from raw inputs to training shards; finished stages are skipped"
 SAMPLE_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "sample.yaml"
 EPILOG = """\
@@ -16,13 +18,7 @@ pipeline options (e.g. --runner DataflowRunner ...; see the README).
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "run",
-        help=HELP,
-        description=HELP + ".",
-        epilog=EPILOG,
-        formatter_class=lambda prog: argparse.ArgumentDefaultsHelpFormatter(prog, width=100),
-    )
+    p = add_command(subparsers, "run", HELP, epilog=EPILOG)
     p.add_argument(
         "--config", help="YAML config (default: the embedded sample, configs/sample.yaml)"
     )
@@ -52,8 +48,7 @@ def run(args: argparse.Namespace, beam_args: list[str]) -> int:
     from pipeline.run_job import format_summary, run_all
     from pipeline.vocab_job import VocabJobError
 
-    def progress(message: str) -> None:
-        print(f"[bertprep run] {message}", file=sys.stderr, flush=True)
+    progress = progress_printer("run")
 
     try:
         config = load_run_config(args.config or SAMPLE_CONFIG, args.set)

@@ -7,6 +7,7 @@ import json
 import math
 import sys
 
+from pipeline.commands.common import add_command
 from pipeline.commands.shard_set import (
     add_shard_arguments,
     add_workers_argument,
@@ -17,11 +18,11 @@ HELP = "measure shards: counts, IsNext ratio, lengths, padding, 80/10/10, [UNK] 
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
+    p = add_command(
+        subparsers,
         "stats",
-        help=HELP,
+        HELP,
         description=HELP + ". Streams every shard (or a sample) on every core.",
-        formatter_class=lambda prog: argparse.ArgumentDefaultsHelpFormatter(prog, width=100),
     )
     add_shard_arguments(p, paths_help="shard files, globs or directories (local or gs://)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")

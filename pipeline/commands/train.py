@@ -10,6 +10,8 @@ import contextlib
 import json
 import sys
 
+from pipeline.commands.common import add_command
+
 HELP = "pretrain a BERT encoder on the shards (Keras + keras-hub; TPU, GPU or CPU)"
 EPILOG = """\
 Sizes come from the shards' manifest.json (google-research/bert's shards have none: pass
@@ -32,13 +34,7 @@ def _positive(text: str) -> int:
 def register(subparsers: argparse._SubParsersAction) -> None:
     from trainer.model_presets import preset_names
 
-    p = subparsers.add_parser(
-        "train",
-        help=HELP,
-        description=HELP + ".",
-        epilog=EPILOG,
-        formatter_class=lambda prog: argparse.ArgumentDefaultsHelpFormatter(prog, width=100),
-    )
+    p = add_command(subparsers, "train", HELP, epilog=EPILOG)
     io = p.add_argument_group("data and output")
     io.add_argument(
         "--data",

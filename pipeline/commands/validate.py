@@ -7,6 +7,7 @@ import argparse
 import json
 import sys
 
+from pipeline.commands.common import add_command
 from pipeline.commands.shard_set import (
     add_shard_arguments,
     add_workers_argument,
@@ -20,13 +21,7 @@ EPILOG = (
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "validate",
-        help=HELP,
-        description=HELP + ".",
-        epilog=EPILOG,
-        formatter_class=lambda prog: argparse.ArgumentDefaultsHelpFormatter(prog, width=100),
-    )
+    p = add_command(subparsers, "validate", HELP, epilog=EPILOG)
     add_shard_arguments(p, paths_help="an output directory, shard files or globs (local or gs://)")
     p.add_argument("--against", help="manifest.json to compare with (default: the one beside)")
     p.add_argument(

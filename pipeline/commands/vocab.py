@@ -6,15 +6,14 @@ import argparse
 import json
 import sys
 
+from pipeline.commands.common import add_command, progress_printer
+
 HELP = "train a BERT WordPiece vocab.txt on the cleaned corpus, with a report"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "vocab",
-        help=HELP,
-        description=HELP + ". Other --flags are Beam pipeline options.",
-        formatter_class=lambda prog: argparse.ArgumentDefaultsHelpFormatter(prog, width=100),
+    p = add_command(
+        subparsers, "vocab", HELP, description=HELP + ". Other --flags are Beam pipeline options."
     )
     p.add_argument(
         "--input",
@@ -58,8 +57,7 @@ def run(args: argparse.Namespace, beam_args: list[str]) -> int:
     from pipeline.input_files import NoInputFilesError
     from pipeline.vocab_job import VocabJobConfig, VocabJobError, run_vocab_job
 
-    def progress(message: str) -> None:
-        print(f"[bertprep vocab] {message}", file=sys.stderr, flush=True)
+    progress = progress_printer("vocab")
 
     config = VocabJobConfig(
         input=args.input,
