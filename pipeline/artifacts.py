@@ -4,8 +4,10 @@ the dead-letter ``rejects.jsonl`` writer."""
 from __future__ import annotations
 
 import json
+import uuid
 
 import apache_beam as beam
+from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 
@@ -47,3 +49,106 @@ class WriteRejects(beam.PTransform):
                 shard_name_template="",
             )
         )
+
+
+def write_bytes_atomically(path: str, data: bytes) -> None:
+    """Writes ``data`` to ``path`` through a temporary name, so a reader never sees half a file.
+
+    Side-effect files of DoFns use this with deterministic names: a retried bundle rewrites the
+    same content under the same name, so retries neither duplicate nor lose data.
+    """
+    temp = f"{path}.partial-{uuid.uuid4().hex[:12]}"
+    with FileSystems.create(temp) as f:
+        f.write(data)
+    commit(temp, path)
+
+
+def commit(temp: str, path: str) -> None:
+    """Renames the finished ``temp`` to ``path``, replacing an earlier attempt's file."""
+    if FileSystems.exists(path):
+        FileSystems.delete([path])
+    FileSystems.rename([temp], [path])
+
+
+def write_parquet_atomically(path: str, table) -> None:
+    """Writes a pyarrow Table as one Parquet file at ``path`` (temporary name, then rename)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, compression="snappy")
+    write_bytes_atomically(path, sink.getvalue().to_pybytes())
+
+
+def parquet_rows(path: str) -> int:
+    """Number of rows of a Parquet file, from its footer."""
+    import pyarrow.parquet as pq
+
+    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        return pq.ParquetFile(f).metadata.num_rows
+
+
+def read_parquet(path: str, columns: list[str] | None = None):
+    """A Parquet file (local or remote) as a pyarrow Table."""
+    import pyarrow.parquet as pq
+
+    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        return pq.read_table(f, columns=columns)
+
+
+class RejectsPart:
+    """Reject dicts streamed as JSON lines to one part file, committed by ``close()``.
+
+    Until then they sit under a temporary name, so a failed attempt leaves nothing a reader
+    trusts; ``MergeRejectParts`` concatenates committed parts in name order into rejects.jsonl.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._temp = f"{path}.partial-{uuid.uuid4().hex[:12]}"
+        self._file = None
+        self.count = 0
+
+    def write(self, reject: dict) -> None:
+        if self._file is None:
+            self._file = FileSystems.create(self._temp)
+        line = json.dumps(reject, sort_keys=True, ensure_ascii=False) + "\n"
+        self._file.write(line.encode("utf-8"))
+        self.count += 1
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+            commit(self._temp, self.path)
+
+
+def merge_reject_parts(pattern: str, output: str) -> int:
+    """Concatenates the reject part files matching ``pattern`` (in name order) into ``output``,
+    streaming, then deletes them; returns the number of lines written."""
+    parts = sorted(m.path for m in FileSystems.match([pattern])[0].metadata_list)
+    lines = 0
+    temp = output + ".tmp"
+    with FileSystems.create(temp) as out:
+        for part in parts:
+            with FileSystems.open(part, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+                while chunk := f.read(1 << 20):
+                    out.write(chunk)
+                    lines += chunk.count(b"\n")
+    commit(temp, output)
+    if parts:
+        FileSystems.delete(parts)
+    return lines
+
+
+def matching_paths(pattern: str) -> list[str]:
+    """Sorted paths of the files matching ``pattern`` (none is not an error)."""
+    return sorted(m.path for m in FileSystems.match([pattern])[0].metadata_list)
+
+
+def delete_matching(patterns: list[str]) -> int:
+    """Deletes every file matching ``patterns``; returns how many."""
+    stale = [path for pattern in patterns for path in matching_paths(pattern)]
+    if stale:
+        FileSystems.delete(stale)
+    return len(stale)

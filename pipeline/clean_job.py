@@ -1,37 +1,57 @@
 """The cleaning job: Wikipedia dumps, books, JSONL and Parquet → clean documents of sentences.
 
 Output directory:
-- ``documents-00000-of-0000N.parquet``: one row per document (doc_id, source, title, sentences);
-- ``text/part-00000-of-0000N.txt`` (``export_text``): the same in BERT text format;
+- ``documents-UUUUU-CCCC.parquet``: one row per document (doc_id, source, title, sentences), one
+  file per chunk ``CCCC`` of input unit ``UUUUU`` (units: the input files in path order, or the
+  stream ranges of a multistream dump); consumers key on ``doc_id``, never on file or row;
+- ``text/part-UUUUU-CCCC.txt`` (``export_text``): the same in BERT text format;
 - ``rejects.jsonl``: every rejected or damaged input (source, location, reason, excerpt);
 - ``punkt/`` when the sentence splitter was trained on the corpus;
-- ``manifest.json`` (written last): config, input fingerprints, counts per source and reason.
+- ``manifest.json`` (written last): config, input fingerprints, counts per source and reason, the
+  output files and their row counts (reconciled against the workers' counts).
+
+Memory is bounded by a chunk, not by the corpus: documents are written once, by the worker that
+read them, and only keys and duplicates are shuffled (``pipeline.clean_stages``).
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import lzma
 import time
-from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 import apache_beam as beam
-from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from pipeline.artifacts import WriteRejects, read_json, write_json, write_json_atomically
-from pipeline.counting import CountingDoFn
+from pipeline.artifacts import (
+    merge_reject_parts,
+    parquet_rows,
+    read_json,
+    write_json,
+    write_json_atomically,
+)
+from pipeline.clean_stages import (
+    BANDS_TAG,
+    EXACT_TAG,
+    STAGING,
+    ExactDuplicatesFn,
+    FinishChunkFn,
+    StageDocumentsFn,
+    VerifyNearDuplicatesFn,
+    band_candidates,
+    punkt_sample_candidates,
+    train_punkt,
+)
 from pipeline.input_files import InputFile, expand_inputs
-from pipeline.stats import REJECTS_TAG, STATS_TAG, MergeCounts
-from transforms.rejects import Reject
-from transforms.seeding import stable_hash64
+from pipeline.source_readers import SourceReader, WorkUnit
+from pipeline.stats import STATS_TAG, MergeCounts
+from transforms.duplicate_keys import chunk_of, row_of
 
 LOG = logging.getLogger("bertprep.clean")
 MANIFEST = "manifest.json"
+REJECTS = "rejects.jsonl"
 MANIFEST_FORMAT = "bertprep.clean/1"
 SOURCES = ("wikipedia", "books", "jsonl", "parquet")
 _RESULT = ".pipeline-result.json"
@@ -39,6 +59,10 @@ _RESULT = ".pipeline-result.json"
 
 class CleanConfigError(ValueError):
     """The cleaning job's configuration is unusable; the message says why."""
+
+
+class CleanReconciliationError(RuntimeError):
+    """What the workers counted disagrees with what the output files hold."""
 
 
 @dataclass(frozen=True)
@@ -57,7 +81,10 @@ class CleanJobConfig:
     min_words: int = 20
     keep_disambiguation: bool = False
     export_text: bool = True
-    num_shards: int = 4
+    chunk_documents: int = 4096
+    """At most this many documents per staged chunk (and per output file)."""
+    chunk_bytes: int = 16 << 20
+    """A chunk is closed once its text reaches this many characters."""
     punkt_sample_documents: int = 2000
     max_sentence_chars: int = 2000
     multistream_bytes: int = 64 << 20
@@ -65,273 +92,6 @@ class CleanJobConfig:
 
     def inputs(self) -> dict[str, list[str]]:
         return {s: getattr(self, s) for s in SOURCES if getattr(self, s)}
-
-
-@dataclass(frozen=True)
-class RawDocument:
-    """A document before sentence splitting: normalized paragraphs and its content hash."""
-
-    doc_id: str
-    source: str
-    title: str
-    paragraphs: list[str]
-    content_hash: str
-
-    @property
-    def text(self) -> str:
-        return "\n\n".join(self.paragraphs)
-
-
-@dataclass(frozen=True)
-class WorkUnit:
-    """An input file, or one stream range of a multistream dump, as read by one worker."""
-
-    path: str
-    name: str
-    stream_range: object = None
-
-    @property
-    def dump(self) -> str:
-        """The dump file's name (the same for every range of it, so document ids are too)."""
-        return self.name
-
-
-def _open(path: str):
-    """A binary stream of the decompressed file (.bz2, .gz by Beam; .xz by lzma)."""
-    if path.endswith(".xz"):
-        raw = FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
-        return lzma.open(raw)
-    return FileSystems.open(path, compression_type=CompressionTypes.AUTO)
-
-
-def _paragraphs_of_text(text: str) -> list[str]:
-    return [p for p in (" ".join(b.split()) for b in text.split("\n\n")) if p]
-
-
-class ReadSourcesFn(CountingDoFn):
-    """(source kind, WorkUnit) → RawDocument (main), Reject (``rejects``), counts (``stats``).
-
-    Counts are prefixed with the source kind (``wikipedia.dropped_redirect``, ...).
-    """
-
-    def __init__(self, config: CleanJobConfig) -> None:
-        self._config = config
-
-    def process(self, element: tuple[str, WorkUnit]):
-        kind, unit = element
-        local: Counter[str] = Counter()
-        reader: Callable[[WorkUnit, Counter[str]], Iterator] = getattr(self, f"_read_{kind}")
-        try:
-            for item in reader(unit, local):
-                if isinstance(item, Reject):
-                    yield self.reject(item.with_source(kind))
-                else:
-                    yield from self._finish(item, local)
-        except (OSError, EOFError, ValueError) as e:  # damage the readers did not absorb
-            local["unreadable_file"] += 1
-            yield self.reject(Reject.of("unreadable_file", unit.name, str(e), kind))
-        local["input_files" if not unit.stream_range else "multistream_parts"] += 1
-        for key, value in local.items():
-            self.stats[f"{kind}.{key}"] += value
-
-    def _finish(self, doc: tuple[str, str, str, list[str]], local: Counter[str]):
-        from transforms.text_normalization import content_hash, normalize_text
-
-        doc_id, source, title, paragraphs = doc
-        paragraphs = [p for p in (normalize_text(x).strip() for x in paragraphs) if p]
-        words = sum(len(p.split()) for p in paragraphs)
-        if words < self._config.min_words:
-            local["dropped_too_short"] += 1
-            yield self.reject(
-                Reject.of("dropped_too_short", doc_id, " / ".join(paragraphs), source)
-            )
-            return
-        local["documents"] += 1
-        yield RawDocument(doc_id, source, title, paragraphs, content_hash("\n\n".join(paragraphs)))
-
-    def _read_wikipedia(self, f: WorkUnit, local: Counter[str]):
-        from pipeline.multistream import RangeStream
-        from transforms.mediawiki_xml import WikiPage, iter_pages
-        from transforms.wikitext import wikitext_to_paragraphs
-
-        opened = RangeStream(f.stream_range) if f.stream_range else _open(f.path)
-        with opened as stream:
-            for item in iter_pages(
-                stream,
-                f.name,
-                local,
-                keep_disambiguation=self._config.keep_disambiguation,
-                report_drops=True,
-            ):
-                if isinstance(item, WikiPage):
-                    paragraphs = wikitext_to_paragraphs(item.text)
-                    yield (
-                        f"wikipedia/{f.name}/{item.page_id}",
-                        "wikipedia",
-                        item.title,
-                        paragraphs,
-                    )
-                else:
-                    yield item
-
-    def _read_books(self, f: WorkUnit, local: Counter[str]):
-        from transforms.book_text import clean_book
-
-        with _open(f.path) as stream:
-            data = stream.read()
-        if not data:
-            local["empty_file"] += 1
-            yield Reject.of("empty_file", f.name, "")
-            return
-        if b"\x00" in data[:4096] and not data.startswith((b"\xff\xfe", b"\xfe\xff")):
-            local["binary_file"] += 1
-            yield Reject.of("binary_file", f.name, data[:80])
-            return
-        paragraphs, rejects = clean_book(data, f.name, local)
-        yield from rejects
-        if paragraphs:
-            title = f.name.rsplit("/", 1)[-1].rsplit(".", 1)[0]
-            yield (f"books/{f.name}", "books", title, paragraphs)
-
-    def _read_jsonl(self, f: WorkUnit, local: Counter[str]):
-        field_name, title_field = self._config.text_field, self._config.title_field
-        with _open(f.path) as stream:
-            for number, raw in enumerate(stream, start=1):
-                if not raw.strip():
-                    continue
-                try:
-                    obj = json.loads(raw)
-                except (json.JSONDecodeError, UnicodeDecodeError) as e:
-                    local["invalid_json_line"] += 1
-                    yield Reject.of("invalid_json_line", f"{f.name}:line {number}: {e}", raw)
-                    continue
-                text = obj.get(field_name) if isinstance(obj, dict) else None
-                if not isinstance(text, str):
-                    local["missing_text_field"] += 1
-                    yield Reject.of("missing_text_field", f"{f.name}:line {number}", raw)
-                    continue
-                title = str(obj.get(title_field, "")) if isinstance(obj, dict) else ""
-                yield (f"jsonl/{f.name}/{number}", "jsonl", title, _paragraphs_of_text(text))
-
-    def _read_parquet(self, f: WorkUnit, local: Counter[str]):
-        import pyarrow.parquet as pq
-
-        field_name, title_field = self._config.text_field, self._config.title_field
-        with FileSystems.open(f.path, compression_type=CompressionTypes.UNCOMPRESSED) as stream:
-            parquet = pq.ParquetFile(stream)
-            names = parquet.schema_arrow.names
-            if field_name not in names:
-                local["missing_text_field"] += 1
-                yield Reject.of("missing_text_field", f.name, f"columns: {', '.join(names)}")
-                return
-            columns = [field_name] + ([title_field] if title_field in names else [])
-            row = 0
-            for batch in parquet.iter_batches(columns=columns, batch_size=1024):
-                data = batch.to_pydict()
-                titles = data.get(title_field, [""] * batch.num_rows)
-                for text, title in zip(data[field_name], titles, strict=True):
-                    if not isinstance(text, str):
-                        local["missing_text_field"] += 1
-                        yield Reject.of("missing_text_field", f"{f.name}:row {row}", repr(text))
-                    else:
-                        yield (
-                            f"parquet/{f.name}/{row}",
-                            "parquet",
-                            str(title or ""),
-                            _paragraphs_of_text(text),
-                        )
-                    row += 1
-
-
-class KeepFirstOfHashFn(CountingDoFn):
-    """(content hash, documents) → the document with the smallest id; the rest are duplicates."""
-
-    def process(self, element):
-        _, docs = element
-        ordered = sorted(docs, key=lambda d: d.doc_id)
-        yield ordered[0]
-        for dup in ordered[1:]:
-            self.stats[f"{dup.source}.dropped_duplicate_exact"] += 1
-            yield self.reject(
-                Reject.of(
-                    "dropped_duplicate_exact",
-                    dup.doc_id,
-                    f"same content as {ordered[0].doc_id}",
-                    dup.source,
-                )
-            )
-
-
-class DropNearDuplicatesFn(CountingDoFn):
-    """Drops documents named in the ``drop`` side input (duplicate → kept document)."""
-
-    def process(self, doc: RawDocument, drop: dict):
-        kept = drop.get(doc.doc_id)
-        if kept is None:
-            yield doc
-            return
-        self.stats[f"{doc.source}.dropped_duplicate_near"] += 1
-        yield self.reject(
-            Reject.of("dropped_duplicate_near", doc.doc_id, f"near duplicate of {kept}", doc.source)
-        )
-
-
-class SplitSentencesFn(CountingDoFn):
-    """RawDocument → the Parquet row dict (doc_id, source, title, sentences)."""
-
-    def __init__(self, max_sentence_chars: int) -> None:
-        self._max_chars = max_sentence_chars
-        self._splitter = None
-
-    def process(self, doc: RawDocument, tables):
-        from transforms.sentences import SentenceSplitter
-
-        if self._splitter is None or self._splitter.tables != tables:
-            self._splitter = SentenceSplitter(tables, self._max_chars)
-        sentences: list[str] = []
-        for paragraph in doc.paragraphs:
-            found, overlong = self._splitter.split_counted(paragraph)
-            sentences.extend(found)
-            if overlong:
-                self.stats[f"{doc.source}.split_overlong_sentence"] += overlong
-        self.stats[f"{doc.source}.documents_out"] += 1
-        self.stats[f"{doc.source}.sentences_out"] += len(sentences)
-        self.stats[f"{doc.source}.characters_out"] += sum(len(s) for s in sentences)
-        yield {
-            "doc_id": doc.doc_id,
-            "source": doc.source,
-            "title": doc.title,
-            "sentences": sentences,
-        }
-
-
-def _parquet_schema():
-    import pyarrow as pa
-
-    return pa.schema(
-        [
-            ("doc_id", pa.string()),
-            ("source", pa.string()),
-            ("title", pa.string()),
-            ("sentences", pa.list_(pa.string())),
-        ]
-    )
-
-
-def _train_punkt(samples: list[tuple[int, str]], output: str):
-    from transforms.sentences import PunktTables, save_punkt_parameters, train_punkt_parameters
-
-    texts = [text for _, text in sorted(samples)]
-    params = train_punkt_parameters(texts)
-    tables = PunktTables.from_parameters(params)
-    import tempfile
-    from pathlib import Path
-
-    with tempfile.TemporaryDirectory() as local:  # then copied, so gs:// outputs work too
-        for path in sorted(save_punkt_parameters(tables, local).iterdir()):
-            with FileSystems.create(FileSystems.join(output, "punkt", path.name)) as f:
-                f.write(Path(path).read_bytes())
-    return tables
 
 
 def work_units(kind: str, files: list[InputFile], config: CleanJobConfig) -> list[WorkUnit]:
@@ -354,91 +114,78 @@ def work_units(kind: str, files: list[InputFile], config: CleanJobConfig) -> lis
 def build_pipeline(
     p: beam.Pipeline, config: CleanJobConfig, files: dict[str, list[InputFile]], pretrained
 ) -> None:
-    """Adds the cleaning job to ``p`` (see module docstring for what it writes)."""
-    elements = [
-        (kind, u) for kind in SOURCES for u in work_units(kind, files.get(kind, []), config)
-    ]
-    read = (
+    """Adds the cleaning job to ``p`` (see ``pipeline.clean_stages`` for the flow)."""
+    staging = FileSystems.join(config.output, STAGING)
+    units = [(kind, u) for kind in SOURCES for u in work_units(kind, files.get(kind, []), config)]
+    elements = [(i, kind, u) for i, (kind, u) in enumerate(units)]
+    reader = SourceReader(config.text_field, config.title_field, config.keep_disambiguation)
+    staged = (
         p
-        | "ListFiles" >> beam.Create(elements)
-        | "SpreadFiles" >> beam.Reshuffle()
-        | "Read"
-        >> beam.ParDo(ReadSourcesFn(config)).with_outputs(REJECTS_TAG, STATS_TAG, main="documents")
+        | "ListUnits" >> beam.Create(elements)
+        | "SpreadUnits" >> beam.Reshuffle()
+        | "Stage"
+        >> beam.ParDo(
+            StageDocumentsFn(
+                reader,
+                staging,
+                config.min_words,
+                config.dedup,
+                config.seed if pretrained is None else None,
+                config.chunk_documents,
+                config.chunk_bytes,
+            )
+        ).with_outputs(EXACT_TAG, BANDS_TAG, STATS_TAG, main="chunks")
     )
-    stats_parts = [read[STATS_TAG]]
-    reject_parts = [read[REJECTS_TAG]]
-    docs = read.documents
+    stats_parts = [staged[STATS_TAG]]
+    drop_parts = []
     if config.dedup in ("exact", "near"):
         exact = (
-            docs
-            | "ByContent" >> beam.Map(lambda d: (d.content_hash, d))
-            | "GroupContent" >> beam.GroupByKey()
-            | "KeepFirst"
-            >> beam.ParDo(KeepFirstOfHashFn()).with_outputs(
-                REJECTS_TAG, STATS_TAG, main="documents"
-            )
+            staged[EXACT_TAG]
+            | "GroupExactKeys" >> beam.GroupByKey()
+            | "ExactDuplicates"
+            >> beam.ParDo(ExactDuplicatesFn(staging)).with_outputs(STATS_TAG, main="drops")
         )
         stats_parts.append(exact[STATS_TAG])
-        reject_parts.append(exact[REJECTS_TAG])
-        docs = exact.documents
+        drop_parts.append(exact.drops)
     if config.dedup == "near":
-        from transforms import near_duplicates as nd
-
-        threshold = config.near_threshold
-        drop = (
-            docs
-            | "Signatures" >> beam.Map(lambda d: (d.doc_id, nd.minhash_signature(d.text)))
-            | "Bands" >> beam.FlatMap(lambda s: [(k, s) for k in nd.band_keys(s[1])])
+        near = (
+            staged[BANDS_TAG]
             | "GroupBands" >> beam.GroupByKey()
-            | "Pairs" >> beam.FlatMap(lambda kv: nd.duplicate_pairs(list(kv[1]), threshold))
-            | "UniquePairs" >> beam.Distinct()
-            | "AllPairs" >> beam.combiners.ToList()
-            | "Groups" >> beam.Map(nd.documents_to_drop)
+            | "BandCandidates" >> beam.Map(band_candidates)
+            | "AllCandidates" >> beam.combiners.ToList()
+            | "VerifyNear"
+            >> beam.ParDo(
+                VerifyNearDuplicatesFn(staging, config.near_threshold),
+                exact=beam.pvalue.AsList(exact.drops),
+            ).with_outputs(STATS_TAG, main="drops")
         )
-        near = docs | "DropNear" >> beam.ParDo(
-            DropNearDuplicatesFn(), drop=beam.pvalue.AsSingleton(drop)
-        ).with_outputs(REJECTS_TAG, STATS_TAG, main="documents")
         stats_parts.append(near[STATS_TAG])
-        reject_parts.append(near[REJECTS_TAG])
-        docs = near.documents
+        drop_parts.append(near.drops)
+    drops = (
+        tuple(drop_parts) | "AllDrops" >> beam.Flatten()
+        if drop_parts
+        else p | "NoDrops" >> beam.Create([])
+    )
+    joined = {
+        "chunk": staged.chunks | "ChunkKey" >> beam.Map(lambda c: (c.key, c)),
+        "drops": drops | "DropKey" >> beam.Map(lambda d: (chunk_of(d[0]), row_of(d[0]))),
+    } | "JoinDrops" >> beam.CoGroupByKey()
 
     if pretrained is not None:
         tables = p | "PunktTables" >> beam.Create([pretrained])
     else:
-        seed, limit = config.seed, config.punkt_sample_documents
+        limit = config.punkt_sample_documents
         tables = (
-            docs
-            | "PunktSample" >> beam.Map(lambda d: (stable_hash64(seed, "punkt", d.doc_id), d.text))
-            | "SmallestKeys" >> beam.combiners.Top.Smallest(limit, key=lambda kv: kv[0])
-            | "TrainPunkt" >> beam.Map(_train_punkt, config.output)
+            joined
+            | "PunktCandidates" >> beam.FlatMap(punkt_sample_candidates, limit)
+            | "PunktSample" >> beam.combiners.Top.Smallest(limit, key=lambda kv: kv[0])
+            | "TrainPunkt" >> beam.Map(train_punkt, staging, config.output)
         )
-    rows = docs | "Sentences" >> beam.ParDo(
-        SplitSentencesFn(config.max_sentence_chars), tables=beam.pvalue.AsSingleton(tables)
-    ).with_outputs(STATS_TAG, main="rows")
-    stats_parts.append(rows[STATS_TAG])
-    shards = max(1, config.num_shards)
-    (
-        rows.rows
-        | "WriteParquet"
-        >> beam.io.WriteToParquet(
-            FileSystems.join(config.output, "documents"),
-            _parquet_schema(),
-            file_name_suffix=".parquet",
-            num_shards=shards,
-        )
-    )
-    if config.export_text:
-        (
-            rows.rows
-            | "AsBertText" >> beam.Map(lambda r: "\n".join(r["sentences"]) + "\n")
-            | "WriteText"
-            >> beam.io.WriteToText(
-                FileSystems.join(config.output, "text", "part"),
-                file_name_suffix=".txt",
-                num_shards=shards,
-            )
-        )
-    tuple(reject_parts) | "AllRejects" >> beam.Flatten() | "Rejects" >> WriteRejects(config.output)
+    finished = joined | "Sentences" >> beam.ParDo(
+        FinishChunkFn(staging, config.output, config.max_sentence_chars, config.export_text),
+        tables=beam.pvalue.AsSingleton(tables),
+    ).with_outputs(STATS_TAG, main="none")
+    stats_parts.append(finished[STATS_TAG])
     result_path = FileSystems.join(config.output, _RESULT)
     (
         stats_parts
@@ -456,14 +203,30 @@ def _by_source(stats: dict[str, int]) -> dict[str, dict[str, int]]:
     return out
 
 
+def _delete_tree(directory: str) -> None:
+    found = [m.path for m in FileSystems.match([FileSystems.join(directory, "*")])[0].metadata_list]
+    if found:
+        FileSystems.delete(found)
+    if FileSystems.exists(directory):
+        FileSystems.delete([directory])
+
+
 def _remove_previous_output(output: str) -> None:
     stale = []
-    for pattern in ("documents-*.parquet", "text/part-*.txt", "punkt/*", MANIFEST, "rejects.jsonl"):
+    for pattern in (
+        "documents-*.parquet",
+        "text/part-*.txt",
+        "punkt/*",
+        f"{STAGING}/*",
+        MANIFEST,
+        "rejects.jsonl",
+    ):
         stale += [
             m.path for m in FileSystems.match([FileSystems.join(output, pattern)])[0].metadata_list
         ]
     if stale:
         FileSystems.delete(stale)
+    _delete_tree(FileSystems.join(output, STAGING))
 
 
 def run_clean_job(
@@ -511,6 +274,7 @@ def run_clean_job(
     per_source = _by_source(stats)
     documents_out = sum(s.get("documents_out", 0) for s in per_source.values())
     if documents_out == 0:
+        _delete_tree(FileSystems.join(config.output, STAGING))
         reasons = {
             f"{src}.{k}": v
             for src, counts in per_source.items()
@@ -518,18 +282,30 @@ def run_clean_job(
             if k.startswith(("dropped", "empty", "binary", "truncated", "unreadable", "invalid"))
         }
         raise CleanConfigError(f"no document survived cleaning; drops by reason: {reasons}")
-    outputs = sorted(
-        m.path.rsplit("/", 1)[-1]
+    staging = FileSystems.join(config.output, STAGING)
+    rejected = merge_reject_parts(
+        FileSystems.join(staging, "rejects-*.jsonl"), FileSystems.join(config.output, REJECTS)
+    )
+    _delete_tree(staging)
+    outputs = {
+        m.path.rsplit("/", 1)[-1]: parquet_rows(m.path)
         for m in FileSystems.match([FileSystems.join(config.output, "documents-*.parquet")])[
             0
         ].metadata_list
-    )
+    }
+    outputs = dict(sorted(outputs.items()))
+    if sum(outputs.values()) != documents_out:
+        raise CleanReconciliationError(
+            f"workers counted {documents_out} documents out, the output files hold "
+            f"{sum(outputs.values())}"
+        )
     manifest = {
         "format": MANIFEST_FORMAT,
         "config": asdict(config),
         "inputs": {kind: [f.fingerprint() for f in fs] for kind, fs in files.items()},
         "sentence_splitter": punkt,
         "outputs": {"parquet": outputs, "text_export": config.export_text},
+        "rejects": rejected,
         "counts": per_source,
         "totals": {
             "documents": documents_out,

@@ -10,15 +10,17 @@ runner has to hold the records in memory.
 from __future__ import annotations
 
 import math
+import pickle
 from dataclasses import dataclass
 
 import apache_beam as beam
 import numpy as np
 from apache_beam.io.filesystems import FileSystems
 
+from pipeline.artifacts import write_bytes_atomically
 from pipeline.counting import CountingDoFn
 from pipeline.stats import STATS_TAG
-from pipeline.tokenize_documents import DocumentRef, load_documents
+from pipeline.tokenize_documents import RefTable, load_documents
 from transforms.instance_batches import InstanceSettings, TokenTables, record_batches
 from transforms.instances import BucketLayout
 from transforms.seeding import stable_hash64
@@ -52,31 +54,57 @@ class TaskSpill:
         return (self.bucket, self.dupe)
 
 
-def write_atomically(path: str, data: bytes) -> None:
-    """Writes ``data`` to ``path`` through a temporary name, so a reader never sees half a file."""
-    temp = path + ".partial"
-    with FileSystems.create(temp) as f:
-        f.write(data)
-    if FileSystems.exists(path):
-        FileSystems.delete([path])
-    FileSystems.rename([temp], [path])
-
-
 class ExpandDupePassesFn(CountingDoFn):
-    """(bucket, refs) → ((bucket, dupe), refs sorted by key) for every dupe pass: passes are
-    independent tasks, and only document references are copied, so they spread over workers."""
+    """(bucket, RefTables) → ((bucket, dupe), the bucket's refs sorted by key, packed) for every
+    dupe pass: passes are independent tasks, and only packed document references are copied, so
+    they spread over workers at a few bytes per document."""
 
     def __init__(self, dupe_factor: int) -> None:
         self._dupe_factor = dupe_factor
 
-    def process(self, element: tuple[int, list[DocumentRef]]):
-        bucket, refs = element
-        ordered = sorted(refs, key=lambda d: d.key)
+    def process(self, element: tuple[int, list[RefTable]]):
+        bucket, tables = element
+        ordered = RefTable.concat_sorted(list(tables))
         self.stats["buckets"] += 1
         if len(ordered) == 1:
             self.stats["single_document_buckets"] += 1
+        packed = pickle.dumps(ordered, protocol=5)
         for dupe in range(self._dupe_factor):
-            yield (bucket, dupe), ordered
+            yield (bucket, dupe), packed
+
+
+class BucketSlicesFn(CountingDoFn):
+    """A token index file → (bucket, RefTable of that file's documents in the bucket) per bucket
+    it touches, and the tokenize counts of its documents. The bucket count is fixed up front
+    (from the token manifest), so documents are assigned where they are read."""
+
+    def __init__(self, seed: int, num_buckets: int) -> None:
+        self._seed = seed
+        self._num_buckets = num_buckets
+
+    def process(self, index_path: str):
+        from pipeline.token_files import TokenIndex
+
+        index = TokenIndex.read(index_path)
+        n = len(index.keys)
+        self.stats["documents"] += n
+        self.stats["tokenized_documents"] += n
+        self.stats["tokenized_sentences"] += int(index.num_sentences.sum())
+        self.stats["tokens"] += int(index.tokens.sum())
+        self.stats["one_sentence_documents"] += int((index.num_sentences == 1).sum())
+        buckets = np.array(
+            [bucket_of(self._seed, k, self._num_buckets) for k in index.keys], dtype=np.int64
+        )
+        for bucket in np.unique(buckets).tolist():
+            rows = np.flatnonzero(buckets == bucket)
+            yield bucket, RefTable(
+                (index.data_path,),
+                tuple(index.keys[i] for i in rows.tolist()),
+                np.zeros(len(rows), dtype=np.int32),
+                index.offsets[rows],
+                index.sizes[rows],
+                index.num_sentences[rows].astype(np.int64),
+            )
 
 
 class CreateInstancesFn(CountingDoFn):
@@ -90,9 +118,9 @@ class CreateInstancesFn(CountingDoFn):
         self._spill_dir = spill_dir
         self._num_shards = num_shards
 
-    def process(self, element: tuple[tuple[int, int], list[DocumentRef]]):
-        (bucket, dupe), refs = element
-        docs = load_documents(refs)
+    def process(self, element: tuple[tuple[int, int], bytes]):
+        (bucket, dupe), packed = element
+        docs = load_documents(pickle.loads(packed).refs())
         layout = BucketLayout.from_arrays([(d.ids, d.offsets) for d in docs])
         del docs
         framed: list[bytes] = []
@@ -103,41 +131,41 @@ class CreateInstancesFn(CountingDoFn):
         data, bounds = spill_layout(framed, np.asarray(keys, dtype=np.int64), self._num_shards)
         del framed
         path = FileSystems.join(self._spill_dir, f"task-{bucket:06d}-{dupe:04d}.spill")
-        write_atomically(path, data)
+        write_bytes_atomically(path, data)
         yield TaskSpill(bucket, dupe, len(keys), path, bounds)
 
 
+class AssignBuckets(beam.PTransform):
+    """PCollection[DocumentRef] → (bucket, one-document RefTable), the bucket count following
+    from the number of documents (counted first)."""
+
+    def __init__(self, seed: int, bucket_size: int) -> None:
+        super().__init__()
+        self._seed = seed
+        self._bucket_size = bucket_size
+
+    def expand(self, documents):
+        seed, size = self._seed, self._bucket_size
+        num_documents = documents | "CountDocuments" >> beam.combiners.Count.Globally()
+        return documents | "AssignBucket" >> beam.Map(
+            lambda d, n: (bucket_of(seed, d.key, bucket_count(n, size)), RefTable.of_refs([d])),
+            n=beam.pvalue.AsSingleton(num_documents),
+        )
+
+
 class CreateInstances(beam.PTransform):
-    """PCollection[DocumentRef] → outputs ``spills`` (TaskSpill) and ``stats``."""
+    """PCollection[(bucket, RefTable)] → outputs ``spills`` (TaskSpill) and ``stats``."""
 
     def __init__(
-        self,
-        settings: InstanceSettings,
-        tables: TokenTables,
-        bucket_size: int,
-        spill_dir: str,
-        num_shards: int,
+        self, settings: InstanceSettings, tables: TokenTables, spill_dir: str, num_shards: int
     ) -> None:
         super().__init__()
         self._expand = ExpandDupePassesFn(settings.dupe_factor)
         self._fn = CreateInstancesFn(settings, tables, spill_dir, num_shards)
-        self._seed = settings.seed
-        self._bucket_size = bucket_size
 
-    def expand(self, documents):
-        seed = self._seed
-        size = self._bucket_size
-        num_documents = documents | "CountDocuments" >> beam.combiners.Count.Globally()
-        created = (
-            documents
-            | "AssignBucket"
-            >> beam.Map(
-                lambda d, n: (bucket_of(seed, d.key, bucket_count(n, size)), d),
-                n=beam.pvalue.AsSingleton(num_documents),
-            )
-            | "GroupBuckets" >> beam.GroupByKey()
-        )
-        tasks = created | "ExpandDupePasses" >> beam.ParDo(self._expand).with_outputs(
+    def expand(self, slices):
+        grouped = slices | "GroupBuckets" >> beam.GroupByKey()
+        tasks = grouped | "ExpandDupePasses" >> beam.ParDo(self._expand).with_outputs(
             STATS_TAG, main="tasks"
         )
         spilled = (

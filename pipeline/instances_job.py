@@ -17,10 +17,21 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from pipeline.artifacts import WriteRejects, read_json, write_json, write_json_atomically
+from pipeline.artifacts import (
+    WriteRejects,
+    parquet_rows,
+    read_json,
+    write_json,
+    write_json_atomically,
+)
 from pipeline.bert_text_source import ReadBertTextDocuments
 from pipeline.input_files import InputFile, expand_inputs
-from pipeline.instance_creation import CreateInstances
+from pipeline.instance_creation import (
+    AssignBuckets,
+    BucketSlicesFn,
+    CreateInstances,
+    bucket_count,
+)
 from pipeline.shard_writer import SUFFIXES, WriteShards
 from pipeline.stats import NAMESPACE, REJECTS_TAG, STATS_TAG, MergeCounts
 from pipeline.tokenize_documents import TokenizeDocuments
@@ -78,8 +89,9 @@ class InstancesJobConfig:
     reference_random_tokens: bool = False
     reference_whole_word_decisions: bool = False
     pretokenized: bool = False
-    """``inputs`` are token Parquet files ({key, sentences: list<list<int32>>}) written with the
-    same vocab and casing (``bertprep run``'s tokenize stage), so nothing is tokenized again."""
+    """``inputs`` are token index files (``tokens-*.index.parquet``, ``pipeline.token_files``)
+    written with the same vocab and casing by ``bertprep run``'s tokenize stage: documents are
+    read in place, keyed by their ids, and nothing is tokenized again."""
 
     def settings(self) -> InstanceSettings:
         return InstanceSettings(
@@ -177,16 +189,17 @@ def build_pipeline(
     """Adds the whole job to ``p``; it writes the shards, rejects.jsonl and a result file."""
     spill_dir = FileSystems.join(config.output, SPILL_DIR)
     if config.pretokenized:
-        from pipeline.tokenize_documents import ReadTokenizedFn
-
+        num_buckets = bucket_count(sum(parquet_rows(f.path) for f in files), config.bucket_size)
         tokenized = (
             p
-            | "ReadTokens" >> beam.io.ReadFromParquet(_common_pattern(config.inputs))
-            | "SpillTokens"
-            >> beam.ParDo(ReadTokenizedFn(spill_dir)).with_outputs(
-                REJECTS_TAG, STATS_TAG, main="documents"
+            | "ListTokenFiles" >> beam.Create([f.path for f in files])
+            | "SpreadTokenFiles" >> beam.Reshuffle()
+            | "BucketSlices"
+            >> beam.ParDo(BucketSlicesFn(config.seed, num_buckets)).with_outputs(
+                REJECTS_TAG, STATS_TAG, main="slices"
             )
         )
+        slices = tokenized.slices
         read_parts = []
     else:
         read = (
@@ -199,9 +212,12 @@ def build_pipeline(
         tokenized = read.documents | "Tokenize" >> TokenizeDocuments(
             vocab, config.do_lower_case, spill_dir
         )
+        slices = tokenized.documents | "AssignBuckets" >> AssignBuckets(
+            config.seed, config.bucket_size
+        )
         read_parts = [read]
-    created = tokenized.documents | "Instances" >> CreateInstances(
-        settings, token_tables(vocab, config), config.bucket_size, spill_dir, config.num_shards
+    created = slices | "Instances" >> CreateInstances(
+        settings, token_tables(vocab, config), spill_dir, config.num_shards
     )
     shards = created["spills"] | "Shards" >> WriteShards(
         config.output, config.shard_prefix, config.num_shards, config.compression
@@ -229,12 +245,6 @@ def build_pipeline(
             totals=beam.pvalue.AsSingleton(stats),
         )
     )
-
-
-def _common_pattern(patterns: list[str]) -> str:
-    if len(patterns) != 1:
-        raise JobConfigError("pre-tokenized input takes exactly one --input pattern")
-    return patterns[0]
 
 
 def _counter_values(result) -> dict[str, int]:

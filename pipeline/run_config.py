@@ -32,7 +32,8 @@ class InputsConfig:
 class CleanConfig:
     dedup: str = "near"
     min_words: int = 20
-    num_shards: int = 4
+    chunk_mb: int = 16
+    """Text per clean output file and unit of work after reading (MB)."""
     keep_disambiguation: bool = False
 
 
@@ -124,6 +125,8 @@ def _check(value: Any, kind: Any, where: str) -> Any:
 def _validate(config: RunConfig) -> RunConfig:
     if config.clean.dedup not in ("exact", "near", "none"):
         raise ConfigError("clean.dedup: must be exact, near or none")
+    if config.clean.chunk_mb < 1:
+        raise ConfigError("clean.chunk_mb: must be positive")
     if not 0 <= config.eval.fraction < 1:
         raise ConfigError("eval.fraction: must lie in [0, 1)")
     if not config.phases:

@@ -27,8 +27,12 @@ STAGE_FILE = "stage.json"
 SUMMARY = "run_summary.json"
 
 
+ARTIFACT_FORMAT = 2
+"""Bumped whenever a stage's artifact layout changes, so no run resumes on an older layout."""
+
+
 def fingerprint(*parts: object) -> str:
-    data = json.dumps(parts, sort_keys=True, default=str).encode("utf-8")
+    data = json.dumps((ARTIFACT_FORMAT, *parts), sort_keys=True, default=str).encode("utf-8")
     return hashlib.sha256(data).hexdigest()[:16]
 
 
@@ -98,7 +102,7 @@ def run_all(
     from pipeline.input_files import expand_inputs
     from pipeline.instances_job import InstancesJobConfig, run_instances_job
     from pipeline.split_job import run_split_job
-    from pipeline.tokenize_job import run_tokenize_job
+    from pipeline.tokenize_job import INDEX_PATTERN, run_tokenize_job
     from pipeline.vocab_job import VocabJobConfig, run_vocab_job
     from tokenizer.vocab import Vocab
 
@@ -112,7 +116,9 @@ def run_all(
         if (patterns := getattr(config.inputs, kind))
     }
     clean_dir = FileSystems.join(out, "clean")
-    clean_fp = fingerprint("clean", inputs, asdict(config.clean), config.seed)
+    clean_fp = fingerprint(
+        "clean", inputs, config.inputs.text_field, asdict(config.clean), config.seed
+    )
 
     def clean() -> dict:
         manifest = run_clean_job(
@@ -126,7 +132,7 @@ def run_all(
                 dedup=config.clean.dedup,
                 min_words=config.clean.min_words,
                 keep_disambiguation=config.clean.keep_disambiguation,
-                num_shards=config.clean.num_shards,
+                chunk_bytes=config.clean.chunk_mb << 20,
                 export_text=False,
                 seed=config.seed,
             ),
@@ -153,7 +159,6 @@ def run_all(
                 split_dir,
                 config.seed,
                 config.eval.fraction,
-                config.clean.num_shards,
                 options_for(),
             ),
             "eval_fraction": config.eval.fraction,
@@ -203,14 +208,19 @@ def run_all(
         done = {}
         for side in ("train", "eval"):
             if split_details["documents"].get(side, 0):
-                done[side] = run_tokenize_job(
-                    FileSystems.join(split_dir, side, "part-*.txt"),
+                manifest = run_tokenize_job(
+                    FileSystems.join(split_dir, side, "documents-*.parquet"),
                     vocab_path,
                     config.vocab.lowercase,
                     FileSystems.join(tokens_dir, side),
-                    config.clean.num_shards,
                     options_for(),
                 )
+                done[side] = {
+                    "files": len(manifest["files"]),
+                    "documents": sum(manifest["files"].values()),
+                    "vocab_sha256": manifest["vocab_sha256"],
+                    "counts": manifest["counts"],
+                }
         return done
 
     runner.stage("tokenize", tokens_dir, tokens_fp, tokenize)
@@ -228,7 +238,7 @@ def run_all(
                     continue
                 manifest = run_instances_job(
                     InstancesJobConfig(
-                        inputs=[FileSystems.join(tokens_dir, side, "tokens-*.parquet")],
+                        inputs=[FileSystems.join(tokens_dir, side, INDEX_PATTERN)],
                         pretokenized=True,
                         vocab=vocab_path,
                         output=FileSystems.join(phase_dir, side),

@@ -1,8 +1,13 @@
-"""The held-out split: clean documents → BERT text files for training and for evaluation.
+"""The held-out split: clean documents → training and evaluation documents (Parquet, ids kept).
 
 A document goes to the evaluation side when ``stable_hash64(seed, "eval", doc_id) / 2**64`` falls
 below the fraction: a deterministic, document-level split. Run after near-duplicate removal, so
 no document nor a near-duplicate of one lands on both sides.
+
+Each clean file is read by one worker, which writes its two halves itself
+(``<side>/documents-<name>.parquet``, rows ``doc_id, sentences``; committed by rename, an empty
+half is not written): no document crosses a shuffle, and the output does not depend on which
+worker ran what.
 """
 
 from __future__ import annotations
@@ -10,8 +15,15 @@ from __future__ import annotations
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline.artifacts import read_json, write_json
-from pipeline.stats import MergeCounts
+from pipeline.artifacts import (
+    delete_matching,
+    read_json,
+    read_parquet,
+    write_json,
+    write_parquet_atomically,
+)
+from pipeline.counting import CountingDoFn
+from pipeline.stats import STATS_TAG, MergeCounts
 from transforms.seeding import stable_hash64
 
 SIDES = ("train", "eval")
@@ -22,31 +34,59 @@ def is_eval(seed: int, doc_id: str, fraction: float) -> bool:
     return stable_hash64(seed, "eval", doc_id) < fraction * 2**64
 
 
+def split_schema():
+    import pyarrow as pa
+
+    return pa.schema([("doc_id", pa.string()), ("sentences", pa.list_(pa.string()))])
+
+
+class SplitFileFn(CountingDoFn):
+    """A clean documents file → its train and eval halves, written beside each other."""
+
+    def __init__(self, output: str, seed: int, fraction: float) -> None:
+        self._output = output
+        self._seed = seed
+        self._fraction = fraction
+
+    def process(self, path: str):
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        table = read_parquet(path, ["doc_id", "sentences"])
+        ids = table.column("doc_id").to_pylist()
+        mask = pa.array([is_eval(self._seed, d, self._fraction) for d in ids], type=pa.bool_())
+        name = path.rsplit("/", 1)[-1]
+        halves = (("train", table.filter(pc.invert(mask))), ("eval", table.filter(mask)))
+        for side, part in halves:
+            self.stats[side] += part.num_rows
+            if part.num_rows:
+                target = FileSystems.join(self._output, side, name)
+                write_parquet_atomically(target, part.cast(split_schema()))
+        return []
+
+
 def run_split_job(
-    clean_dir: str, output: str, seed: int, fraction: float, num_shards: int, options
+    clean_dir: str, output: str, seed: int, fraction: float, options
 ) -> dict[str, int]:
-    """Writes ``output/{train,eval}/part-*.txt``; returns documents per side."""
-    pattern = FileSystems.join(clean_dir, "documents-*.parquet")
+    """Writes ``output/{train,eval}/documents-*.parquet``; returns documents per side."""
+    delete_matching([FileSystems.join(output, side, "documents-*.parquet") for side in SIDES])
+    files = sorted(
+        m.path
+        for m in FileSystems.match([FileSystems.join(clean_dir, "documents-*.parquet")])[
+            0
+        ].metadata_list
+    )
     counts_path = FileSystems.join(output, ".counts.json")
     with beam.Pipeline(options=options) as p:
-        rows = p | "Read" >> beam.io.ReadFromParquet(pattern, columns=["doc_id", "sentences"])
-        sides = rows | "Split" >> beam.Partition(
-            lambda r, _: int(is_eval(seed, r["doc_id"], fraction)), 2
+        split = (
+            p
+            | "ListFiles" >> beam.Create(files)
+            | "SpreadFiles" >> beam.Reshuffle()
+            | "Split"
+            >> beam.ParDo(SplitFileFn(output, seed, fraction)).with_outputs(STATS_TAG, main="none")
         )
-        for side, docs in zip(SIDES, sides, strict=True):
-            (
-                docs
-                | f"{side}Text" >> beam.Map(lambda r: "\n".join(r["sentences"]) + "\n")
-                | f"{side}Write"
-                >> beam.io.WriteToText(
-                    FileSystems.join(output, side, "part"),
-                    file_name_suffix=".txt",
-                    num_shards=max(1, num_shards),
-                )
-            )
         (
-            rows
-            | "Count" >> beam.Map(lambda r: {SIDES[int(is_eval(seed, r["doc_id"], fraction))]: 1})
+            split[STATS_TAG]
             | "Sum" >> beam.CombineGlobally(MergeCounts())
             | "Save" >> beam.Map(lambda c: write_json(counts_path, c))
         )

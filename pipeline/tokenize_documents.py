@@ -11,6 +11,7 @@ import uuid
 from dataclasses import dataclass
 
 import apache_beam as beam
+import numpy as np
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
@@ -35,6 +36,71 @@ class DocumentRef:
 
     def load(self) -> TokenizedDocument:
         return load_documents([self])[0]
+
+
+@dataclass(frozen=True)
+class RefTable:
+    """Many DocumentRefs as parallel arrays (one bytes-cheap object instead of one per document):
+    document ``i`` is ``sizes[i]`` bytes at ``offsets[i]`` of ``paths[path_index[i]]``."""
+
+    paths: tuple[str, ...]
+    keys: tuple[str, ...]
+    path_index: np.ndarray
+    offsets: np.ndarray
+    sizes: np.ndarray
+    num_sentences: np.ndarray
+
+    @classmethod
+    def of_refs(cls, refs: list[DocumentRef]) -> RefTable:
+        paths = tuple(sorted({r.path for r in refs}))
+        at = {p: i for i, p in enumerate(paths)}
+        return cls(
+            paths,
+            tuple(r.key for r in refs),
+            np.array([at[r.path] for r in refs], dtype=np.int32),
+            np.array([r.offset for r in refs], dtype=np.int64),
+            np.array([r.size for r in refs], dtype=np.int64),
+            np.array([r.num_sentences for r in refs], dtype=np.int64),
+        )
+
+    @classmethod
+    def concat_sorted(cls, tables: list[RefTable]) -> RefTable:
+        """All documents of ``tables``, ordered by key (so the result is independent of the order
+        in which a runner delivered the tables)."""
+        paths = tuple(sorted({p for t in tables for p in t.paths}))
+        at = {p: i for i, p in enumerate(paths)}
+        keys = [k for t in tables for k in t.keys]
+        path_index = np.concatenate(
+            [np.array([at[t.paths[i]] for i in t.path_index.tolist()], np.int32) for t in tables]
+        )
+        offsets = np.concatenate([t.offsets for t in tables])
+        sizes = np.concatenate([t.sizes for t in tables])
+        sentences = np.concatenate([t.num_sentences for t in tables])
+        order = sorted(range(len(keys)), key=keys.__getitem__)
+        return cls(
+            paths,
+            tuple(keys[i] for i in order),
+            path_index[order],
+            offsets[order],
+            sizes[order],
+            sentences[order],
+        )
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def refs(self) -> list[DocumentRef]:
+        return [
+            DocumentRef(key, self.paths[p], int(o), int(s), int(n))
+            for key, p, o, s, n in zip(
+                self.keys,
+                self.path_index.tolist(),
+                self.offsets.tolist(),
+                self.sizes.tolist(),
+                self.num_sentences.tolist(),
+                strict=True,
+            )
+        ]
 
 
 def load_documents(refs: list[DocumentRef]) -> list[TokenizedDocument]:
@@ -125,36 +191,6 @@ class TokenizeFn(SpillTokensFn):
         assert self._tokenizer is not None
         encoded = self._tokenizer.encode_batch(document.sentences)
         yield from self.emit(document.key, encoded, " / ".join(document.sentences))
-
-
-class ReadTokenizedFn(SpillTokensFn):
-    """A row of a token Parquet file ({key, sentences: list<list<int32>>}) → DocumentRef."""
-
-    def process(self, row: dict):
-        self.stats["documents"] += 1
-        sentences = [list(s) for s in row["sentences"] or []]
-        yield from self.emit(row["key"], sentences, row["key"])
-
-
-class TokenRowsFn(beam.DoFn):
-    """TextDocument → a token Parquet row (the ``tokenize`` stage of ``bertprep run``)."""
-
-    def __init__(self, vocab: Vocab, do_lower_case: bool) -> None:
-        self._vocab = vocab
-        self._do_lower_case = do_lower_case
-
-    def setup(self) -> None:
-        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-        self._tokenizer = BertWordPieceTokenizer(self._vocab, self._do_lower_case)
-
-    def process(self, document: TextDocument):
-        yield {"key": document.key, "sentences": self._tokenizer.encode_batch(document.sentences)}
-
-
-def token_parquet_schema():
-    import pyarrow as pa
-
-    return pa.schema([("key", pa.string()), ("sentences", pa.list_(pa.list_(pa.int32())))])
 
 
 class TokenizeDocuments(beam.PTransform):

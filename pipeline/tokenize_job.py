@@ -1,7 +1,9 @@
-"""The tokenize stage of ``bertprep run``: BERT text → token ids, once, for every phase and pass.
+"""The tokenize stage of ``bertprep run``: documents → token ids, once, for every phase and pass.
 
-Writes ``tokens-*.parquet`` rows ``{key, sentences: list<list<int32>>}``; the instance stage reads
-them with ``pretokenized=True`` instead of tokenizing each phase again.
+Each documents file (``doc_id, sentences``) is tokenized by one worker into a token file pair
+(``pipeline.token_files``) that the instance phases read in place (``pretokenized=True``), keyed
+by ``doc_id``. Writes ``manifest.json`` last, with per-file document counts reconciled against
+the workers' counts.
 """
 
 from __future__ import annotations
@@ -9,36 +11,76 @@ from __future__ import annotations
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline.bert_text_source import ReadBertTextDocuments
-from pipeline.input_files import expand_inputs
-from pipeline.tokenize_documents import TokenRowsFn, token_parquet_schema
+from pipeline.artifacts import (
+    delete_matching,
+    matching_paths,
+    merge_reject_parts,
+    read_json,
+    write_json,
+    write_json_atomically,
+)
+from pipeline.stats import STATS_TAG, MergeCounts
+from pipeline.token_files import INDEX_SUFFIX, TokenizeFileFn
 from tokenizer.vocab import Vocab
-from transforms.bert_text import DEFAULT_MAX_DOCUMENT_SENTENCES, DEFAULT_MAX_SENTENCE_CHARS
+
+MANIFEST = "manifest.json"
+MANIFEST_FORMAT = "bertprep.tokens/1"
+INDEX_PATTERN = f"tokens-*{INDEX_SUFFIX}"
+
+
+class TokenizeReconciliationError(RuntimeError):
+    """The workers' counts disagree with the token files."""
 
 
 def run_tokenize_job(
-    pattern: str, vocab_path: str, do_lower_case: bool, output: str, num_shards: int, options
-) -> dict[str, int]:
-    """Tokenizes the documents of the BERT text files at ``pattern`` into ``output``."""
-    files = expand_inputs([pattern])
+    pattern: str, vocab_path: str, do_lower_case: bool, output: str, options
+) -> dict:
+    """Tokenizes the documents files at ``pattern`` into ``output``; returns the manifest."""
+    from pipeline.artifacts import parquet_rows
+
+    files = matching_paths(pattern)
     vocab = Vocab.from_file(vocab_path)
+    delete_matching(
+        [FileSystems.join(output, p) for p in ("tokens-*", ".rejects-*", MANIFEST, "rejects.jsonl")]
+    )
+    counts_path = FileSystems.join(output, ".counts.json")
     with beam.Pipeline(options=options) as p:
-        read = (
+        tokenized = (
             p
             | "ListFiles" >> beam.Create(files)
             | "SpreadFiles" >> beam.Reshuffle()
-            | "Read"
-            >> ReadBertTextDocuments(DEFAULT_MAX_SENTENCE_CHARS, DEFAULT_MAX_DOCUMENT_SENTENCES)
-        )
-        (
-            read.documents
-            | "Tokenize" >> beam.ParDo(TokenRowsFn(vocab, do_lower_case))
-            | "Write"
-            >> beam.io.WriteToParquet(
-                FileSystems.join(output, "tokens"),
-                token_parquet_schema(),
-                file_name_suffix=".parquet",
-                num_shards=max(1, num_shards),
+            | "Tokenize"
+            >> beam.ParDo(TokenizeFileFn(vocab, do_lower_case, output)).with_outputs(
+                STATS_TAG, main="none"
             )
         )
-    return {"files": len(files), "vocab_sha256": vocab.sha256}
+        (
+            tokenized[STATS_TAG]
+            | "Sum" >> beam.CombineGlobally(MergeCounts())
+            | "Save" >> beam.Map(lambda c: write_json(counts_path, c))
+        )
+    counts = read_json(counts_path)
+    FileSystems.delete([counts_path])
+    rejected = merge_reject_parts(
+        FileSystems.join(output, ".rejects-*.jsonl"), FileSystems.join(output, "rejects.jsonl")
+    )
+    indexes = {
+        path.rsplit("/", 1)[-1]: parquet_rows(path)
+        for path in matching_paths(FileSystems.join(output, INDEX_PATTERN))
+    }
+    if sum(indexes.values()) != counts.get("tokenized_documents", 0):
+        raise TokenizeReconciliationError(
+            f"workers tokenized {counts.get('tokenized_documents', 0)} documents, the token "
+            f"files index {sum(indexes.values())}"
+        )
+    manifest = {
+        "format": MANIFEST_FORMAT,
+        "inputs": [f.rsplit("/", 1)[-1] for f in files],
+        "vocab_sha256": vocab.sha256,
+        "do_lower_case": do_lower_case,
+        "files": indexes,
+        "counts": counts,
+        "rejects": rejected,
+    }
+    write_json_atomically(FileSystems.join(output, MANIFEST), manifest)
+    return manifest

@@ -31,7 +31,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     src.add_argument("--title-field", default="title", help="title field of JSONL/Parquet records")
     out = p.add_argument_group("output")
     out.add_argument("--output", required=True, help="output directory")
-    out.add_argument("--num-shards", type=int, default=4, help="Parquet (and text) shards")
+    out.add_argument(
+        "--chunk-mb",
+        type=int,
+        default=16,
+        help="text per output file (and per unit of work after reading), in MB",
+    )
     out.add_argument(
         "--export-text",
         action=argparse.BooleanOptionalAction,
@@ -92,7 +97,7 @@ def run(args: argparse.Namespace, beam_args: list[str]) -> int:
         min_words=args.min_words,
         keep_disambiguation=args.keep_disambiguation,
         export_text=args.export_text,
-        num_shards=args.num_shards,
+        chunk_bytes=args.chunk_mb << 20,
         max_sentence_chars=args.max_sentence_chars,
         multistream_bytes=args.multistream_mb << 20,
         seed=args.seed,

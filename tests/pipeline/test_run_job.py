@@ -11,11 +11,13 @@ import sys
 import time
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from pipeline.beam_options import make_pipeline_options
 from pipeline.run_config import ConfigError, load_run_config
 from pipeline.run_job import run_all
+from pipeline.tokenize_job import INDEX_PATTERN
 from tests.pipeline.shard_reading import read_shards
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,6 +43,19 @@ def statuses(summary: dict) -> dict[str, str]:
     return {s["name"]: s["status"] for s in summary["stages"]}
 
 
+def shard_hashes(out: Path) -> dict[str, list[str]]:
+    """content_sha256 of every shard of every phase and side, from the manifests."""
+    return {
+        str(m.relative_to(out)): [s["content_sha256"] for s in json.loads(m.read_text())["shards"]]
+        for m in sorted(out.glob("seq*/*/manifest.json"))
+    }
+
+
+def split_ids(out: Path, side: str) -> list[str]:
+    files = sorted((out / "split" / side).glob("documents-*.parquet"))
+    return sorted(i for f in files for i in pq.read_table(f).column("doc_id").to_pylist())
+
+
 def test_whole_job_on_the_sample_multi_process(tmp_path):
     summary = run(tmp_path, mode="multi_processing")
     out = tmp_path / "out"
@@ -53,12 +68,16 @@ def test_whole_job_on_the_sample_multi_process(tmp_path):
             files = sorted((out / phase / side).glob("instances-*.tfrecord"))
             data = read_shards(files, seq, preds)
             assert len(data["input_ids"]) == row[side]["instances"] > 0
-    # No document is on both sides of the split.
-    train = (out / "split" / "train").glob("part-*.txt")
-    evals = (out / "split" / "eval").glob("part-*.txt")
-    train_docs = {d.strip() for f in train for d in f.read_text().split("\n\n") if d.strip()}
-    eval_docs = {d.strip() for f in evals for d in f.read_text().split("\n\n") if d.strip()}
-    assert train_docs and eval_docs and not train_docs & eval_docs
+    # No document is on both sides of the split, and the split keeps the clean stage's ids.
+    train_ids, eval_ids = split_ids(out, "train"), split_ids(out, "eval")
+    assert train_ids and eval_ids and not set(train_ids) & set(eval_ids)
+    assert len(train_ids) == summary["split"]["train"] and len(eval_ids) == summary["split"]["eval"]
+    # The same shards, byte for byte, from a single-process run into another directory.
+    other = tmp_path / "elsewhere"
+    single = run(other, mode="in_memory")
+    assert shard_hashes(other / "out") == shard_hashes(out)
+    assert single["split"] == summary["split"]
+    assert split_ids(other / "out", "eval") == eval_ids
 
 
 def test_config_change_reruns_exactly_the_affected_stages(tmp_path):
@@ -126,6 +145,10 @@ def test_killed_run_resumes_without_redoing_finished_stages(tmp_path):
     assert all(r["train"]["instances"] > 0 for r in summary["phases"])
     manifest = json.loads((out / "seq128" / "train" / "manifest.json").read_text())
     assert manifest["totals"]["instances"] == summary["phases"][0]["train"]["instances"]
+    # A killed and resumed run writes what an uninterrupted one writes.
+    uninterrupted = tmp_path / "uninterrupted"
+    run(uninterrupted)
+    assert shard_hashes(out) == shard_hashes(uninterrupted / "out")
 
 
 def test_config_errors_name_the_key(tmp_path):
@@ -146,33 +169,19 @@ def test_config_errors_name_the_key(tmp_path):
         load_run_config(bad)
 
 
-def test_pretokenized_input_gives_the_same_shards_as_text(tmp_path):
-    from pipeline.instances_job import InstancesJobConfig, run_instances_job
-
+def test_phases_read_the_token_files_in_place_keyed_by_document_id(tmp_path):
     summary = run(tmp_path, "phases=[{name: seq128, dupe_factor: 2, num_shards: 3}]")
     out = tmp_path / "out"
-    reference = json.loads((out / "seq128" / "train" / "manifest.json").read_text())
-    assert reference["config"]["pretokenized"] is True
-    settings = {
-        k: reference["config"][k]
-        for k in (
-            "max_seq_length",
-            "max_predictions_per_seq",
-            "dupe_factor",
-            "seed",
-            "num_shards",
-            "do_lower_case",
-            "vocab",
-        )
-    }
-    again = run_instances_job(
-        InstancesJobConfig(
-            inputs=[str(out / "split" / "train" / "part-*.txt")],
-            output=str(tmp_path / "from-text"),
-            **settings,
-        ),
-        make_pipeline_options(["--direct_running_mode=in_memory"]),
-        lambda m: None,
-    )
-    assert again["shards"] == reference["shards"]
-    assert summary["phases"][0]["train"]["instances"] == again["totals"]["instances"]
+    manifest = json.loads((out / "seq128" / "train" / "manifest.json").read_text())
+    assert manifest["config"]["pretokenized"] is True
+    assert manifest["config"]["inputs"] == [str(out / "tokens" / "train" / INDEX_PATTERN)]
+    tokens = json.loads((out / "tokens" / "train" / "manifest.json").read_text())
+    indexed = [
+        k
+        for f in sorted((out / "tokens" / "train").glob("tokens-*.index.parquet"))
+        for k in pq.read_table(f).column("key").to_pylist()
+    ]
+    # Token files are keyed by the clean stage's document ids, and count every document.
+    assert sorted(indexed) == split_ids(out, "train")
+    assert sum(tokens["files"].values()) == len(indexed) == manifest["totals"]["documents"]
+    assert summary["phases"][0]["train"]["instances"] == manifest["totals"]["instances"]

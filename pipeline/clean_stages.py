@@ -1,0 +1,382 @@
+"""The DoFns of the cleaning job. Documents move through staged chunk files; Beam carries chunk
+descriptions, packed key tables and the (few) duplicates.
+
+1. ``StageDocumentsFn``: one input unit → normalized documents written to staged chunk files
+   (``.staging/chunk-UUUUU-CCCC.parquet``, at most ``chunk_documents`` documents or
+   ``chunk_bytes`` of text each) by the worker that read them; emits a ``StagedChunk`` per chunk
+   and, per chunk, packed exact keys (per hash partition) and LSH band keys (per band).
+2. ``ExactDuplicatesFn`` (per hash partition) and ``VerifyNearDuplicatesFn`` (once, over the
+   candidate pairs of every band) → the locations of the documents to drop.
+3. ``FinishChunkFn``: a chunk and its drops → the surviving documents split into sentences,
+   written to ``documents-UUUUU-CCCC.parquet`` (and ``text/part-UUUUU-CCCC.txt``).
+
+Every side-effect file has a deterministic name and content and is committed by rename, so a
+retried bundle rewrites the same file and a half-written one is never read. Rejects go to part
+files (``.staging/rejects-*.jsonl``) merged in name order at the end.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+from apache_beam.io.filesystems import FileSystems
+
+from pipeline.artifacts import (
+    RejectsPart,
+    read_parquet,
+    write_bytes_atomically,
+    write_parquet_atomically,
+)
+from pipeline.counting import CountingDoFn
+from pipeline.source_readers import SourceReader, WorkUnit
+from transforms import duplicate_keys as dk
+from transforms.rejects import Reject
+from transforms.seeding import stable_hash64
+
+STAGING = ".staging"
+EXACT_TAG = "exact"
+BANDS_TAG = "bands"
+EXACT_PARTITIONS = 16
+
+
+def chunk_path(staging: str, unit: int, chunk: int) -> str:
+    return FileSystems.join(staging, f"chunk-{unit:05d}-{chunk:04d}.parquet")
+
+
+def output_name(unit: int, chunk: int) -> str:
+    return f"{unit:05d}-{chunk:04d}"
+
+
+def source_of(doc_id: str) -> str:
+    return doc_id.split("/", 1)[0]
+
+
+@dataclass(frozen=True)
+class StagedChunk:
+    """A staged chunk file: ``documents`` rows; ``punkt_keys`` (uint64 bytes, one per row) when
+    the sentence splitter is to be trained on a sample of the corpus."""
+
+    unit: int
+    chunk: int
+    documents: int
+    punkt_keys: bytes = b""
+
+    @property
+    def key(self) -> tuple[int, int]:
+        return (self.unit, self.chunk)
+
+
+def _staged_schema(with_signatures: bool):
+    import pyarrow as pa
+
+    fields = [
+        ("doc_id", pa.string()),
+        ("source", pa.string()),
+        ("title", pa.string()),
+        ("paragraphs", pa.list_(pa.string())),
+    ]
+    if with_signatures:
+        fields.append(("signature", pa.binary()))
+    return pa.schema(fields)
+
+
+class StageDocumentsFn(CountingDoFn):
+    """(unit index, source kind, WorkUnit) → StagedChunk (main), packed exact keys (``exact``:
+    (partition, bytes)), packed band keys (``bands``: (band, bytes)), counts (``stats``).
+
+    Counts are prefixed with the source kind (``wikipedia.dropped_redirect``, ...).
+    """
+
+    def __init__(
+        self,
+        reader: SourceReader,
+        staging: str,
+        min_words: int,
+        dedup: str,
+        sample_punkt_seed: int | None,
+        chunk_documents: int,
+        chunk_bytes: int,
+    ) -> None:
+        self._reader = reader
+        self._staging = staging
+        self._min_words = min_words
+        self._dedup = dedup
+        self._punkt_seed = sample_punkt_seed
+        self._chunk_documents = min(chunk_documents, dk.MAX_ROWS_PER_CHUNK + 1)
+        self._chunk_bytes = chunk_bytes
+
+    def process(self, element: tuple[int, str, WorkUnit]):
+        unit_index, kind, unit = element
+        local: Counter[str] = Counter()
+        rejects = RejectsPart(FileSystems.join(self._staging, f"rejects-0-{unit_index:05d}.jsonl"))
+        rows: list[dict] = []
+        size = 0
+        chunk = 0
+        try:
+            for item in self._reader.read(kind, unit, local):
+                if isinstance(item, Reject):
+                    rejects.write(item.with_source(kind).to_json())
+                    continue
+                row = self._normalize(item, local, rejects)
+                if row is None:
+                    continue
+                rows.append(row)
+                size += sum(len(p) for p in row["paragraphs"])
+                if len(rows) >= self._chunk_documents or size >= self._chunk_bytes:
+                    yield from self._flush(unit_index, chunk, rows)
+                    rows, size, chunk = [], 0, chunk + 1
+        except (OSError, EOFError, ValueError) as e:  # damage the readers did not absorb
+            local["unreadable_file"] += 1
+            rejects.write(Reject.of("unreadable_file", unit.name, str(e), kind).to_json())
+        if rows:
+            yield from self._flush(unit_index, chunk, rows)
+        rejects.close()
+        local["input_files" if not unit.stream_range else "multistream_parts"] += 1
+        for key, value in local.items():
+            self.stats[f"{kind}.{key}"] += value
+
+    def _normalize(self, doc, local: Counter[str], rejects: RejectsPart) -> dict | None:
+        from transforms.text_normalization import normalize_text
+
+        doc_id, source, title, paragraphs = doc
+        paragraphs = [p for p in (normalize_text(x).strip() for x in paragraphs) if p]
+        words = sum(len(p.split()) for p in paragraphs)
+        if words < self._min_words:
+            local["dropped_too_short"] += 1
+            rejects.write(
+                Reject.of("dropped_too_short", doc_id, " / ".join(paragraphs), source).to_json()
+            )
+            return None
+        local["documents"] += 1
+        return {"doc_id": doc_id, "source": source, "title": title, "paragraphs": paragraphs}
+
+    def _flush(self, unit: int, chunk: int, rows: list[dict]):
+        import pyarrow as pa
+        from apache_beam import pvalue
+
+        from transforms import near_duplicates as nd
+        from transforms.text_normalization import content_hash
+
+        texts = ["\n\n".join(r["paragraphs"]) for r in rows]
+        locations = [dk.location(unit, chunk, i) for i in range(len(rows))]
+        near = self._dedup == "near"
+        signatures = [nd.minhash_signature(t) for t in texts] if near else []
+        if near:
+            rows = [dict(r, signature=s.tobytes()) for r, s in zip(rows, signatures, strict=True)]
+        table = pa.Table.from_pylist(rows, schema=_staged_schema(near))
+        write_parquet_atomically(chunk_path(self._staging, unit, chunk), table)
+        punkt = b""
+        if self._punkt_seed is not None:
+            seed = self._punkt_seed
+            keys = [stable_hash64(seed, "punkt", r["doc_id"]) for r in rows]
+            punkt = np.array(keys, dtype=np.uint64).tobytes()
+        yield StagedChunk(unit, chunk, len(rows), punkt)
+        if self._dedup in ("exact", "near"):
+            parts: dict[int, dk.ExactKeys] = {}
+            for row, text, loc in zip(rows, texts, locations, strict=True):
+                h = dk.hash_bytes(content_hash(text))
+                keys = parts.setdefault(
+                    dk.partition_of_hash(h, EXACT_PARTITIONS), dk.ExactKeys([], [], [])
+                )
+                keys.hashes.append(h)
+                keys.doc_ids.append(row["doc_id"])
+                keys.locations.append(loc)
+            for partition in sorted(parts):
+                yield pvalue.TaggedOutput(EXACT_TAG, (partition, parts[partition].to_bytes()))
+        if near:
+            bands = np.stack([dk.band_hashes(s, nd.ROWS_PER_BAND) for s in signatures])
+            locs = np.asarray(locations, dtype=np.int64)
+            for band in range(bands.shape[1]):
+                yield pvalue.TaggedOutput(BANDS_TAG, (band, dk.pack_band(bands[:, band], locs)))
+
+
+class ExactDuplicatesFn(CountingDoFn):
+    """(hash partition, packed ExactKeys tables) → (location, doc id, kept id) of every exact
+    duplicate (the smallest doc id of equal content is kept); their rejects go to a part file."""
+
+    def __init__(self, staging: str) -> None:
+        self._staging = staging
+
+    def process(self, element: tuple[int, list[bytes]]):
+        partition, tables = element
+        found = dk.exact_duplicates(dk.ExactKeys.from_bytes(t) for t in tables)
+        rejects = RejectsPart(FileSystems.join(self._staging, f"rejects-1-{partition:03d}.jsonl"))
+        for loc, doc_id, kept in found:
+            source = source_of(doc_id)
+            self.stats[f"{source}.dropped_duplicate_exact"] += 1
+            reason = "dropped_duplicate_exact"
+            rejects.write(Reject.of(reason, doc_id, f"same content as {kept}", source).to_json())
+            yield (loc, doc_id, kept)
+        rejects.close()
+
+
+def band_candidates(element: tuple[int, list[bytes]]) -> bytes:
+    """(band index, packed band tables) → int64 candidate location pairs of that band, as bytes."""
+    _, tables = element
+    return dk.candidate_pairs(tables).tobytes()
+
+
+def load_staged_columns(staging: str, locations: list[int], columns: list[str]) -> dict[int, dict]:
+    """location → {column: value} for the given locations, reading each chunk file once."""
+    by_chunk: dict[tuple[int, int], list[int]] = {}
+    for loc in locations:
+        by_chunk.setdefault(dk.chunk_of(loc), []).append(loc)
+    out: dict[int, dict] = {}
+    for (unit, chunk), locs in sorted(by_chunk.items()):
+        table = read_parquet(chunk_path(staging, unit, chunk), columns)
+        rows = table.take([dk.row_of(loc) for loc in locs]).to_pylist()
+        out.update(zip(locs, rows, strict=True))
+    return out
+
+
+class VerifyNearDuplicatesFn(CountingDoFn):
+    """Candidate pairs of every band → (location, doc id, kept id) of every near duplicate.
+
+    Pairs involving an exact duplicate are left out (it is already dropped, as when near dedup
+    runs on the exact survivors); a pair is a duplicate when the signatures agree on at least
+    ``threshold`` of their rows; of each connected group the smallest doc id is kept.
+    """
+
+    def __init__(self, staging: str, threshold: float) -> None:
+        self._staging = staging
+        self._threshold = threshold
+
+    def process(self, band_pairs: list[bytes], exact: list[tuple[int, str, str]]):
+        from transforms import near_duplicates as nd
+
+        arrays = [np.frombuffer(b, dtype=np.int64).reshape(-1, 2) for b in band_pairs]
+        pairs = np.unique(np.concatenate(arrays), axis=0) if arrays else np.zeros((0, 2))
+        dropped = {loc for loc, _, _ in exact}
+        pairs = [(int(a), int(b)) for a, b in pairs if a not in dropped and b not in dropped]
+        involved = sorted({loc for pair in pairs for loc in pair})
+        docs = load_staged_columns(self._staging, involved, ["doc_id", "signature"])
+        signatures = {
+            loc: np.frombuffer(d["signature"], dtype=np.uint64) for loc, d in docs.items()
+        }
+        location_of = {d["doc_id"]: loc for loc, d in docs.items()}
+        duplicates = []
+        for a, b in pairs:
+            if nd.similarity(signatures[a], signatures[b]) >= self._threshold:
+                duplicates.append(tuple(sorted((docs[a]["doc_id"], docs[b]["doc_id"]))))
+        drop = nd.documents_to_drop(sorted(set(duplicates)))
+        rejects = RejectsPart(FileSystems.join(self._staging, "rejects-2-near.jsonl"))
+        for doc_id in sorted(drop):
+            source = source_of(doc_id)
+            self.stats[f"{source}.dropped_duplicate_near"] += 1
+            reason = "dropped_duplicate_near"
+            rejects.write(
+                Reject.of(reason, doc_id, f"near duplicate of {drop[doc_id]}", source).to_json()
+            )
+            yield (location_of[doc_id], doc_id, drop[doc_id])
+        rejects.close()
+
+
+def punkt_sample_candidates(element, limit: int):
+    """((unit, chunk), {chunk: [StagedChunk], drops: [row]}) → (punkt key, location) of the chunk's
+    ``limit`` surviving documents with the smallest keys (the global sample is among them)."""
+    _, grouped = element
+    (chunk,) = grouped["chunk"]
+    keys = np.frombuffer(chunk.punkt_keys, dtype=np.uint64)
+    dropped = set(grouped["drops"])
+    survivors = [(int(k), row) for row, k in enumerate(keys.tolist()) if row not in dropped]
+    survivors.sort()
+    for key, row in survivors[:limit]:
+        yield (key, dk.location(chunk.unit, chunk.chunk, row))
+
+
+def train_punkt(samples: list[tuple[int, int]], staging: str, output: str):
+    """Trains Punkt on the sampled documents' text (in key order) and saves it under
+    ``output/punkt/``; returns the PunktTables."""
+    import tempfile
+    from pathlib import Path
+
+    from transforms.sentences import PunktTables, save_punkt_parameters, train_punkt_parameters
+
+    docs = load_staged_columns(staging, [loc for _, loc in samples], ["paragraphs"])
+    texts = sorted((key, "\n\n".join(docs[loc]["paragraphs"])) for key, loc in samples)
+    params = train_punkt_parameters([text for _, text in texts])
+    tables = PunktTables.from_parameters(params)
+    with tempfile.TemporaryDirectory() as local:  # then copied, so gs:// outputs work too
+        for path in sorted(save_punkt_parameters(tables, local).iterdir()):
+            target = FileSystems.join(output, "punkt", path.name)
+            write_bytes_atomically(target, Path(path).read_bytes())
+    return tables
+
+
+class FinishChunkFn(CountingDoFn):
+    """((unit, chunk), {chunk, drops}) → the chunk's surviving documents split into sentences,
+    written to ``documents-UUUUU-CCCC.parquet`` (and the BERT text export); emits counts."""
+
+    def __init__(self, staging: str, output: str, max_sentence_chars: int, export_text: bool):
+        self._staging = staging
+        self._output = output
+        self._max_chars = max_sentence_chars
+        self._export_text = export_text
+        self._splitter = None
+
+    def process(self, element, tables):
+        import pyarrow as pa
+
+        from transforms.sentences import SentenceSplitter
+
+        if self._splitter is None or self._splitter.tables != tables:
+            self._splitter = SentenceSplitter(tables, self._max_chars)
+        (unit, chunk), grouped = element
+        (staged,) = grouped["chunk"]
+        dropped = set(grouped["drops"])
+        table = read_parquet(
+            chunk_path(self._staging, unit, chunk), ["doc_id", "source", "title", "paragraphs"]
+        )
+        out = []
+        for row, doc in enumerate(table.to_pylist()):
+            if row in dropped:
+                continue
+            sentences: list[str] = []
+            for paragraph in doc["paragraphs"]:
+                found, overlong = self._splitter.split_counted(paragraph)
+                sentences.extend(found)
+                if overlong:
+                    self.stats[f"{doc['source']}.split_overlong_sentence"] += overlong
+            self.stats[f"{doc['source']}.documents_out"] += 1
+            self.stats[f"{doc['source']}.sentences_out"] += len(sentences)
+            self.stats[f"{doc['source']}.characters_out"] += sum(len(s) for s in sentences)
+            out.append(
+                {
+                    "doc_id": doc["doc_id"],
+                    "source": doc["source"],
+                    "title": doc["title"],
+                    "sentences": sentences,
+                }
+            )
+        if len(out) + len(dropped) != staged.documents:
+            raise RuntimeError(
+                f"staged chunk {unit}/{chunk}: {staged.documents} documents recorded, "
+                f"{table.num_rows} found ({len(dropped)} dropped)"
+            )
+        if not out:
+            return
+        name = output_name(unit, chunk)
+        write_parquet_atomically(
+            FileSystems.join(self._output, f"documents-{name}.parquet"),
+            pa.Table.from_pylist(out, schema=documents_schema()),
+        )
+        if self._export_text:
+            text = "".join("\n".join(d["sentences"]) + "\n\n" for d in out)
+            path = FileSystems.join(self._output, "text", f"part-{name}.txt")
+            write_bytes_atomically(path, text.encode("utf-8"))
+
+
+def documents_schema():
+    """Schema of the cleaning job's output rows."""
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            ("doc_id", pa.string()),
+            ("source", pa.string()),
+            ("title", pa.string()),
+            ("sentences", pa.list_(pa.string())),
+        ]
+    )

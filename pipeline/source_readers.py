@@ -1,0 +1,159 @@
+"""Reading one input unit of the cleaning job (a Wikipedia dump or one stream range of it, a book,
+a JSONL or Parquet file) into raw documents ``(doc_id, source, title, paragraphs)`` and Rejects.
+
+Document ids are ``<source>/<file name relative to the inputs' common directory>/<key>``, so they
+do not depend on where the corpus is stored; every later stage keys on them.
+"""
+
+from __future__ import annotations
+
+import json
+import lzma
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+
+from transforms.rejects import Reject
+
+RawDocument = tuple[str, str, str, list[str]]
+"""(doc_id, source, title, paragraphs) as read, before normalization."""
+
+
+@dataclass(frozen=True)
+class WorkUnit:
+    """An input file, or one stream range of a multistream dump, as read by one worker."""
+
+    path: str
+    name: str
+    stream_range: object = None
+
+    @property
+    def dump(self) -> str:
+        """The dump file's name (the same for every range of it, so document ids are too)."""
+        return self.name
+
+
+def _open(path: str):
+    """A binary stream of the decompressed file (.bz2, .gz by Beam; .xz by lzma)."""
+    if path.endswith(".xz"):
+        raw = FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+        return lzma.open(raw)
+    return FileSystems.open(path, compression_type=CompressionTypes.AUTO)
+
+
+def _paragraphs_of_text(text: str) -> list[str]:
+    return [p for p in (" ".join(b.split()) for b in text.split("\n\n")) if p]
+
+
+class SourceReader:
+    """Reads units of one job configuration; ``read(kind, unit, counts)`` yields RawDocuments and
+    Rejects (without their source set) and adds outcome counts to ``counts``."""
+
+    def __init__(self, text_field: str, title_field: str, keep_disambiguation: bool) -> None:
+        self._text_field = text_field
+        self._title_field = title_field
+        self._keep_disambiguation = keep_disambiguation
+
+    def read(
+        self, kind: str, unit: WorkUnit, counts: Counter[str]
+    ) -> Iterator[RawDocument | Reject]:
+        return getattr(self, f"_read_{kind}")(unit, counts)
+
+    def _read_wikipedia(self, f: WorkUnit, local: Counter[str]):
+        from pipeline.multistream import RangeStream
+        from transforms.mediawiki_xml import WikiPage, iter_pages
+        from transforms.wikitext import wikitext_to_paragraphs
+
+        opened = RangeStream(f.stream_range) if f.stream_range else _open(f.path)
+        with opened as stream:
+            for item in iter_pages(
+                stream,
+                f.name,
+                local,
+                keep_disambiguation=self._keep_disambiguation,
+                report_drops=True,
+            ):
+                if isinstance(item, WikiPage):
+                    paragraphs = wikitext_to_paragraphs(item.text)
+                    yield (
+                        f"wikipedia/{f.name}/{item.page_id}",
+                        "wikipedia",
+                        item.title,
+                        paragraphs,
+                    )
+                else:
+                    yield item
+
+    def _read_books(self, f: WorkUnit, local: Counter[str]):
+        from transforms.book_text import clean_book
+
+        with _open(f.path) as stream:
+            data = stream.read()
+        if not data:
+            local["empty_file"] += 1
+            yield Reject.of("empty_file", f.name, "")
+            return
+        if b"\x00" in data[:4096] and not data.startswith((b"\xff\xfe", b"\xfe\xff")):
+            local["binary_file"] += 1
+            yield Reject.of("binary_file", f.name, data[:80])
+            return
+        paragraphs, rejects = clean_book(data, f.name, local)
+        yield from rejects
+        if paragraphs:
+            title = f.name.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+            yield (f"books/{f.name}", "books", title, paragraphs)
+
+    def _read_jsonl(self, f: WorkUnit, local: Counter[str]):
+        field_name, title_field = self._text_field, self._title_field
+        with _open(f.path) as stream:
+            for number, raw in enumerate(stream, start=1):
+                if not raw.strip():
+                    continue
+                try:
+                    obj = json.loads(raw)
+                except (json.JSONDecodeError, UnicodeDecodeError) as e:
+                    local["invalid_json_line"] += 1
+                    yield Reject.of("invalid_json_line", f"{f.name}:line {number}: {e}", raw)
+                    continue
+                text = obj.get(field_name) if isinstance(obj, dict) else None
+                if not isinstance(text, str):
+                    local["missing_text_field"] += 1
+                    yield Reject.of("missing_text_field", f"{f.name}:line {number}", raw)
+                    continue
+                title = str(obj.get(title_field, "")) if isinstance(obj, dict) else ""
+                yield (f"jsonl/{f.name}/{number}", "jsonl", title, _paragraphs_of_text(text))
+
+    def _read_parquet(self, f: WorkUnit, local: Counter[str]):
+        import pyarrow.parquet as pq
+
+        field_name, title_field = self._text_field, self._title_field
+        with FileSystems.open(f.path, compression_type=CompressionTypes.UNCOMPRESSED) as stream:
+            parquet = pq.ParquetFile(stream)
+            names = parquet.schema_arrow.names
+            if field_name not in names:
+                local["missing_text_field"] += 1
+                yield Reject.of("missing_text_field", f.name, f"columns: {', '.join(names)}")
+                return
+            columns = [field_name] + ([title_field] if title_field in names else [])
+            row = 0
+            for batch in parquet.iter_batches(columns=columns, batch_size=1024):
+                data = batch.to_pydict()
+                titles = data.get(title_field, [""] * batch.num_rows)
+                for text, title in zip(data[field_name], titles, strict=True):
+                    if not isinstance(text, str):
+                        local["missing_text_field"] += 1
+                        yield Reject.of("missing_text_field", f"{f.name}:row {row}", repr(text))
+                    else:
+                        yield (
+                            f"parquet/{f.name}/{row}",
+                            "parquet",
+                            str(title or ""),
+                            _paragraphs_of_text(text),
+                        )
+                    row += 1
+
+
+# MIDDLE#
