@@ -97,13 +97,16 @@ class BucketSlicesFn(CountingDoFn):
         )
         for bucket in np.unique(buckets).tolist():
             rows = np.flatnonzero(buckets == bucket)
-            yield bucket, RefTable(
-                (index.data_path,),
-                tuple(index.keys[i] for i in rows.tolist()),
-                np.zeros(len(rows), dtype=np.int32),
-                index.offsets[rows],
-                index.sizes[rows],
-                index.num_sentences[rows].astype(np.int64),
+            yield (
+                bucket,
+                RefTable(
+                    (index.data_path,),
+                    tuple(index.keys[i] for i in rows.tolist()),
+                    np.zeros(len(rows), dtype=np.int32),
+                    index.offsets[rows],
+                    index.sizes[rows],
+                    index.num_sentences[rows].astype(np.int64),
+                ),
             )
 
 

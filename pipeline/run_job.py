@@ -205,23 +205,24 @@ def run_all(
     tokens_fp = fingerprint("tokens", split_fp, vocab_fp, config.vocab.lowercase)
 
     def tokenize() -> dict:
-        done = {}
-        for side in ("train", "eval"):
-            if split_details["documents"].get(side, 0):
-                manifest = run_tokenize_job(
-                    FileSystems.join(split_dir, side, "documents-*.parquet"),
-                    vocab_path,
-                    config.vocab.lowercase,
-                    FileSystems.join(tokens_dir, side),
-                    options_for(),
-                )
-                done[side] = {
-                    "files": len(manifest["files"]),
-                    "documents": sum(manifest["files"].values()),
-                    "vocab_sha256": manifest["vocab_sha256"],
-                    "counts": manifest["counts"],
-                }
-        return done
+        sides = {
+            side: (
+                FileSystems.join(split_dir, side, "documents-*.parquet"),
+                FileSystems.join(tokens_dir, side),
+            )
+            for side in ("train", "eval")
+            if split_details["documents"].get(side, 0)
+        }
+        manifests = run_tokenize_job(sides, vocab_path, config.vocab.lowercase, options_for())
+        return {
+            side: {
+                "files": len(m["files"]),
+                "documents": sum(m["files"].values()),
+                "vocab_sha256": m["vocab_sha256"],
+                "counts": m["counts"],
+            }
+            for side, m in manifests.items()
+        }
 
     runner.stage("tokenize", tokens_dir, tokens_fp, tokenize)
 

@@ -10,6 +10,7 @@ documents, so a retried bundle rewrites the same bytes.
 from __future__ import annotations
 
 import os
+from collections import Counter
 from dataclasses import dataclass
 from itertools import chain
 
@@ -115,15 +116,15 @@ def tokenize_documents(
 
 
 class TokenizeFileFn(CountingDoFn):
-    """A documents Parquet file (doc_id, sentences) → its token file pair, written beside the
-    others in ``output``; emits counts. Sentences that tokenize to nothing are dropped
+    """(side, documents Parquet file (doc_id, sentences)) → its token file pair, written in that
+    side's output directory (``outputs[side]``); emits counts prefixed with the side. Sentences that tokenize to nothing are dropped
     (``dropped_empty_sentence``); a document left with none is rejected
     (``dropped_empty_document``, to a rejects part file)."""
 
-    def __init__(self, vocab: Vocab, do_lower_case: bool, output: str) -> None:
+    def __init__(self, vocab: Vocab, do_lower_case: bool, outputs: dict[str, str]) -> None:
         self._vocab = vocab
         self._do_lower_case = do_lower_case
-        self._output = output
+        self._outputs = outputs
         self._tokenizer: BertWordPieceTokenizer | None = None
 
     def setup(self) -> None:
@@ -132,12 +133,15 @@ class TokenizeFileFn(CountingDoFn):
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         self._tokenizer = BertWordPieceTokenizer(self._vocab, self._do_lower_case)
 
-    def process(self, path: str):
+    def process(self, element: tuple[str, str]):
         import pyarrow.parquet as pq
 
         assert self._tokenizer is not None
+        side, path = element
+        output = self._outputs[side]
         name = path.rsplit("/", 1)[-1].removesuffix(".parquet").removeprefix("documents-")
-        rejects = RejectsPart(FileSystems.join(self._output, f".rejects-{name}.jsonl"))
+        rejects = RejectsPart(FileSystems.join(output, f".rejects-{name}.jsonl"))
+        local: Counter[str] = Counter()
         kept: list[TokenizedDocument] = []
         with FileSystems.open(path) as f:
             for batch in pq.ParquetFile(f).iter_batches(
@@ -153,26 +157,29 @@ class TokenizeFileFn(CountingDoFn):
                 for (key, sentences), (_, encoded) in zip(
                     docs, tokenize_documents(self._tokenizer, docs), strict=True
                 ):
-                    document = self._keep(key, sentences, encoded, rejects)
+                    document = self._keep(key, sentences, encoded, rejects, local)
                     if document is not None:
                         kept.append(document)
         rejects.close()
         if kept:
-            write_token_file(FileSystems.join(self._output, f"tokens-{name}"), kept)
+            write_token_file(FileSystems.join(output, f"tokens-{name}"), kept)
+        for key, value in local.items():
+            self.stats[f"{side}.{key}"] += value
         return []
 
-    def _keep(self, key, sentences, encoded, rejects) -> TokenizedDocument | None:
-        self.stats["documents"] += 1
+    @staticmethod
+    def _keep(key, sentences, encoded, rejects, counts: Counter[str]) -> TokenizedDocument | None:
+        counts["documents"] += 1
         kept = [ids for ids in encoded if ids]
         if len(kept) != len(encoded):
-            self.stats["dropped_empty_sentence"] += len(encoded) - len(kept)
+            counts["dropped_empty_sentence"] += len(encoded) - len(kept)
         if not kept:
-            self.stats["dropped_empty_document"] += 1
+            counts["dropped_empty_document"] += 1
             rejects.write(Reject.of("dropped_empty_document", key, " / ".join(sentences)).to_json())
             return None
-        self.stats["tokenized_documents"] += 1
-        self.stats["tokenized_sentences"] += len(kept)
-        self.stats["tokens"] += sum(len(s) for s in kept)
+        counts["tokenized_documents"] += 1
+        counts["tokenized_sentences"] += len(kept)
+        counts["tokens"] += sum(len(s) for s in kept)
         if len(kept) == 1:
-            self.stats["one_sentence_documents"] += 1
+            counts["one_sentence_documents"] += 1
         return TokenizedDocument.from_sentences(key, kept)

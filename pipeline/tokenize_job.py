@@ -33,24 +33,31 @@ class TokenizeReconciliationError(RuntimeError):
 
 
 def run_tokenize_job(
-    pattern: str, vocab_path: str, do_lower_case: bool, output: str, options
-) -> dict:
-    """Tokenizes the documents files at ``pattern`` into ``output``; returns the manifest."""
+    sides: dict[str, tuple[str, str]], vocab_path: str, do_lower_case: bool, options
+) -> dict[str, dict]:
+    """Tokenizes, for each side, the documents files at ``pattern`` into ``output`` (``sides``
+    maps a name to (pattern, output)), all in one pipeline; returns each side's manifest."""
     from pipeline.artifacts import parquet_rows
 
-    files = matching_paths(pattern)
     vocab = Vocab.from_file(vocab_path)
-    delete_matching(
-        [FileSystems.join(output, p) for p in ("tokens-*", ".rejects-*", MANIFEST, "rejects.jsonl")]
-    )
-    counts_path = FileSystems.join(output, ".counts.json")
+    work = []
+    for name, (pattern, output) in sorted(sides.items()):
+        delete_matching(
+            [
+                FileSystems.join(output, p)
+                for p in ("tokens-*", ".rejects-*", MANIFEST, "rejects.jsonl", ".counts.json")
+            ]
+        )
+        work += [(name, path) for path in matching_paths(pattern)]
+    outputs = {name: output for name, (_, output) in sides.items()}
+    counts_path = FileSystems.join(next(iter(outputs.values())), ".counts.json")
     with beam.Pipeline(options=options) as p:
         tokenized = (
             p
-            | "ListFiles" >> beam.Create(files)
+            | "ListFiles" >> beam.Create(work)
             | "SpreadFiles" >> beam.Reshuffle()
             | "Tokenize"
-            >> beam.ParDo(TokenizeFileFn(vocab, do_lower_case, output)).with_outputs(
+            >> beam.ParDo(TokenizeFileFn(vocab, do_lower_case, outputs)).with_outputs(
                 STATS_TAG, main="none"
             )
         )
@@ -59,28 +66,33 @@ def run_tokenize_job(
             | "Sum" >> beam.CombineGlobally(MergeCounts())
             | "Save" >> beam.Map(lambda c: write_json(counts_path, c))
         )
-    counts = read_json(counts_path)
+    all_counts = read_json(counts_path)
     FileSystems.delete([counts_path])
-    rejected = merge_reject_parts(
-        FileSystems.join(output, ".rejects-*.jsonl"), FileSystems.join(output, "rejects.jsonl")
-    )
-    indexes = {
-        path.rsplit("/", 1)[-1]: parquet_rows(path)
-        for path in matching_paths(FileSystems.join(output, INDEX_PATTERN))
-    }
-    if sum(indexes.values()) != counts.get("tokenized_documents", 0):
-        raise TokenizeReconciliationError(
-            f"workers tokenized {counts.get('tokenized_documents', 0)} documents, the token "
-            f"files index {sum(indexes.values())}"
+    manifests = {}
+    for name, (_, output) in sorted(sides.items()):
+        prefix = f"{name}."
+        counts = {k[len(prefix) :]: v for k, v in all_counts.items() if k.startswith(prefix)}
+        rejected = merge_reject_parts(
+            FileSystems.join(output, ".rejects-*.jsonl"), FileSystems.join(output, "rejects.jsonl")
         )
-    manifest = {
-        "format": MANIFEST_FORMAT,
-        "inputs": [f.rsplit("/", 1)[-1] for f in files],
-        "vocab_sha256": vocab.sha256,
-        "do_lower_case": do_lower_case,
-        "files": indexes,
-        "counts": counts,
-        "rejects": rejected,
-    }
-    write_json_atomically(FileSystems.join(output, MANIFEST), manifest)
-    return manifest
+        indexes = {
+            path.rsplit("/", 1)[-1]: parquet_rows(path)
+            for path in matching_paths(FileSystems.join(output, INDEX_PATTERN))
+        }
+        if sum(indexes.values()) != counts.get("tokenized_documents", 0):
+            raise TokenizeReconciliationError(
+                f"{name}: workers tokenized {counts.get('tokenized_documents', 0)} documents, "
+                f"the token files index {sum(indexes.values())}"
+            )
+        manifest = {
+            "format": MANIFEST_FORMAT,
+            "inputs": [path.rsplit("/", 1)[-1] for side, path in work if side == name],
+            "vocab_sha256": vocab.sha256,
+            "do_lower_case": do_lower_case,
+            "files": indexes,
+            "counts": counts,
+            "rejects": rejected,
+        }
+        write_json_atomically(FileSystems.join(output, MANIFEST), manifest)
+        manifests[name] = manifest
+    return manifests
