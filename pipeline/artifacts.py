@@ -152,3 +152,45 @@ def delete_matching(patterns: list[str]) -> int:
     if stale:
         FileSystems.delete(stale)
     return len(stale)
+
+
+class ParquetPart:
+    """A Parquet file written in row groups as they come (memory: one batch), committed by
+    ``close()`` under its final name; until then it sits under a temporary name."""
+
+    def __init__(self, path: str, schema) -> None:
+        import pyarrow.parquet as pq
+
+        self.path = path
+        self.rows = 0
+        self._temp = f"{path}.partial-{uuid.uuid4().hex[:12]}"
+        self._file = FileSystems.create(self._temp, compression_type=CompressionTypes.UNCOMPRESSED)
+        self._schema = schema
+        self._writer = pq.ParquetWriter(self._file, schema, compression="snappy")
+
+    def write(self, rows: list[dict]) -> None:
+        import pyarrow as pa
+
+        if rows:
+            self._writer.write_table(pa.Table.from_pylist(rows, schema=self._schema))
+            self.rows += len(rows)
+
+    def close(self) -> None:
+        self._writer.close()
+        self._file.close()
+        commit(self._temp, self.path)
+
+    def abandon(self) -> None:
+        """Closes and deletes the temporary file (nothing to commit)."""
+        self._writer.close()
+        self._file.close()
+        FileSystems.delete([self._temp])
+
+
+def iter_parquet_rows(path: str, columns: list[str], batch_size: int = 256):
+    """The rows of a Parquet file as dicts, one batch in memory at a time."""
+    import pyarrow.parquet as pq
+
+    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        for batch in pq.ParquetFile(f).iter_batches(batch_size=batch_size, columns=columns):
+            yield from batch.to_pylist()

@@ -17,6 +17,7 @@ files (``.staging/rejects-*.jsonl``) merged in name order at the end.
 
 from __future__ import annotations
 
+import uuid
 from collections import Counter
 from dataclasses import dataclass
 
@@ -24,10 +25,12 @@ import numpy as np
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.artifacts import (
+    ParquetPart,
     RejectsPart,
+    commit,
+    iter_parquet_rows,
     read_parquet,
     write_bytes_atomically,
-    write_parquet_atomically,
 )
 from pipeline.counting import CountingDoFn
 from pipeline.source_readers import SourceReader, WorkUnit
@@ -111,9 +114,8 @@ class StageDocumentsFn(CountingDoFn):
         unit_index, kind, unit = element
         local: Counter[str] = Counter()
         rejects = RejectsPart(FileSystems.join(self._staging, f"rejects-0-{unit_index:05d}.jsonl"))
-        rows: list[dict] = []
-        size = 0
-        chunk = 0
+        chunk: _ChunkWriter | None = None
+        number = 0
         try:
             for item in self._reader.read(kind, unit, local):
                 if isinstance(item, Reject):
@@ -122,16 +124,17 @@ class StageDocumentsFn(CountingDoFn):
                 row = self._normalize(item, local, rejects)
                 if row is None:
                     continue
-                rows.append(row)
-                size += sum(len(p) for p in row["paragraphs"])
-                if len(rows) >= self._chunk_documents or size >= self._chunk_bytes:
-                    yield from self._flush(unit_index, chunk, rows)
-                    rows, size, chunk = [], 0, chunk + 1
+                if chunk is None:
+                    chunk = _ChunkWriter(self, unit_index, number)
+                chunk.add(row)
+                if chunk.documents >= self._chunk_documents or chunk.size >= self._chunk_bytes:
+                    yield from chunk.close()
+                    chunk, number = None, number + 1
         except (OSError, EOFError, ValueError) as e:  # damage the readers did not absorb
             local["unreadable_file"] += 1
             rejects.write(Reject.of("unreadable_file", unit.name, str(e), kind).to_json())
-        if rows:
-            yield from self._flush(unit_index, chunk, rows)
+        if chunk is not None:
+            yield from chunk.close()
         rejects.close()
         local["input_files" if not unit.stream_range else "multistream_parts"] += 1
         for key, value in local.items():
@@ -152,42 +155,71 @@ class StageDocumentsFn(CountingDoFn):
         local["documents"] += 1
         return {"doc_id": doc_id, "source": source, "title": title, "paragraphs": paragraphs}
 
-    def _flush(self, unit: int, chunk: int, rows: list[dict]):
-        import pyarrow as pa
-        from apache_beam import pvalue
 
+class _ChunkWriter:
+    """One staged chunk being written: rows go to the Parquet part in batches (memory: one
+    batch), their keys accumulate (a few dozen bytes per document) until ``close()``."""
+
+    BATCH = 256
+
+    def __init__(self, fn: StageDocumentsFn, unit: int, chunk: int) -> None:
+        self.unit, self.chunk = unit, chunk
+        self.near = fn._dedup == "near"
+        self.exact = fn._dedup in ("exact", "near")
+        self.punkt_seed = fn._punkt_seed
+        self.part = ParquetPart(chunk_path(fn._staging, unit, chunk), _staged_schema(self.near))
+        self.documents = 0
+        self.size = 0
+        self.batch: list[dict] = []
+        self.exact_keys: dict[int, dk.ExactKeys] = {}
+        self.bands: list[np.ndarray] = []
+        self.punkt_keys: list[int] = []
+
+    def add(self, row: dict) -> None:
+        self.batch.append(row)
+        self.documents += 1
+        self.size += sum(len(p) for p in row["paragraphs"])
+        if len(self.batch) >= self.BATCH:
+            self._write_batch()
+
+    def _write_batch(self) -> None:
         from transforms import near_duplicates as nd
         from transforms.text_normalization import content_hash
 
-        texts = ["\n\n".join(r["paragraphs"]) for r in rows]
-        locations = [dk.location(unit, chunk, i) for i in range(len(rows))]
-        near = self._dedup == "near"
-        signatures = [nd.minhash_signature(t) for t in texts] if near else []
-        if near:
-            rows = [dict(r, signature=s.tobytes()) for r, s in zip(rows, signatures, strict=True)]
-        table = pa.Table.from_pylist(rows, schema=_staged_schema(near))
-        write_parquet_atomically(chunk_path(self._staging, unit, chunk), table)
-        punkt = b""
-        if self._punkt_seed is not None:
-            seed = self._punkt_seed
-            keys = [stable_hash64(seed, "punkt", r["doc_id"]) for r in rows]
-            punkt = np.array(keys, dtype=np.uint64).tobytes()
-        yield StagedChunk(unit, chunk, len(rows), punkt)
-        if self._dedup in ("exact", "near"):
-            parts: dict[int, dk.ExactKeys] = {}
-            for row, text, loc in zip(rows, texts, locations, strict=True):
+        first = self.documents - len(self.batch)
+        for i, row in enumerate(self.batch):
+            text = "\n\n".join(row["paragraphs"])
+            if self.exact:
                 h = dk.hash_bytes(content_hash(text))
-                keys = parts.setdefault(
+                keys = self.exact_keys.setdefault(
                     dk.partition_of_hash(h, EXACT_PARTITIONS), dk.ExactKeys([], [], [])
                 )
                 keys.hashes.append(h)
                 keys.doc_ids.append(row["doc_id"])
-                keys.locations.append(loc)
-            for partition in sorted(parts):
-                yield pvalue.TaggedOutput(EXACT_TAG, (partition, parts[partition].to_bytes()))
-        if near:
-            bands = np.stack([dk.band_hashes(s, nd.ROWS_PER_BAND) for s in signatures])
-            locs = np.asarray(locations, dtype=np.int64)
+                keys.locations.append(dk.location(self.unit, self.chunk, first + i))
+            if self.near:
+                signature = nd.minhash_signature(text)
+                row["signature"] = signature.tobytes()
+                self.bands.append(dk.band_hashes(signature, nd.ROWS_PER_BAND))
+            if self.punkt_seed is not None:
+                self.punkt_keys.append(stable_hash64(self.punkt_seed, "punkt", row["doc_id"]))
+        self.part.write(self.batch)
+        self.batch = []
+
+    def close(self):
+        from apache_beam import pvalue
+
+        self._write_batch()
+        self.part.close()
+        punkt = np.array(self.punkt_keys, dtype=np.uint64).tobytes() if self.punkt_keys else b""
+        yield StagedChunk(self.unit, self.chunk, self.documents, punkt)
+        for partition in sorted(self.exact_keys):
+            yield pvalue.TaggedOutput(EXACT_TAG, (partition, self.exact_keys[partition].to_bytes()))
+        if self.near:
+            bands = np.stack(self.bands)
+            locs = np.array(
+                [dk.location(self.unit, self.chunk, r) for r in range(self.documents)], np.int64
+            )
             for band in range(bands.shape[1]):
                 yield pvalue.TaggedOutput(BANDS_TAG, (band, dk.pack_band(bands[:, band], locs)))
 
@@ -317,8 +349,6 @@ class FinishChunkFn(CountingDoFn):
         self._splitter = None
 
     def process(self, element, tables):
-        import pyarrow as pa
-
         from transforms.sentences import SentenceSplitter
 
         if self._splitter is None or self._splitter.tables != tables:
@@ -326,46 +356,82 @@ class FinishChunkFn(CountingDoFn):
         (unit, chunk), grouped = element
         (staged,) = grouped["chunk"]
         dropped = set(grouped["drops"])
-        table = read_parquet(
+        name = output_name(unit, chunk)
+        out = ParquetPart(
+            FileSystems.join(self._output, f"documents-{name}.parquet"), documents_schema()
+        )
+        text = (
+            _TextPart(FileSystems.join(self._output, "text", f"part-{name}.txt"))
+            if self._export_text
+            else None
+        )
+        rows = iter_parquet_rows(
             chunk_path(self._staging, unit, chunk), ["doc_id", "source", "title", "paragraphs"]
         )
-        out = []
-        for row, doc in enumerate(table.to_pylist()):
+        batch: list[dict] = []
+        seen = 0
+        for row, doc in enumerate(rows):
+            seen += 1
             if row in dropped:
                 continue
-            sentences: list[str] = []
-            for paragraph in doc["paragraphs"]:
-                found, overlong = self._splitter.split_counted(paragraph)
-                sentences.extend(found)
-                if overlong:
-                    self.stats[f"{doc['source']}.split_overlong_sentence"] += overlong
-            self.stats[f"{doc['source']}.documents_out"] += 1
-            self.stats[f"{doc['source']}.sentences_out"] += len(sentences)
-            self.stats[f"{doc['source']}.characters_out"] += sum(len(s) for s in sentences)
-            out.append(
-                {
-                    "doc_id": doc["doc_id"],
-                    "source": doc["source"],
-                    "title": doc["title"],
-                    "sentences": sentences,
-                }
-            )
-        if len(out) + len(dropped) != staged.documents:
+            batch.append(self._split(doc))
+            if text is not None:
+                text.write("\n".join(batch[-1]["sentences"]) + "\n\n")
+            if len(batch) >= 256:
+                out.write(batch)
+                batch = []
+        out.write(batch)
+        if seen != staged.documents:
+            out.abandon()
             raise RuntimeError(
-                f"staged chunk {unit}/{chunk}: {staged.documents} documents recorded, "
-                f"{table.num_rows} found ({len(dropped)} dropped)"
+                f"staged chunk {unit}/{chunk}: {staged.documents} documents recorded, {seen} found"
             )
-        if not out:
-            return
-        name = output_name(unit, chunk)
-        write_parquet_atomically(
-            FileSystems.join(self._output, f"documents-{name}.parquet"),
-            pa.Table.from_pylist(out, schema=documents_schema()),
-        )
-        if self._export_text:
-            text = "".join("\n".join(d["sentences"]) + "\n\n" for d in out)
-            path = FileSystems.join(self._output, "text", f"part-{name}.txt")
-            write_bytes_atomically(path, text.encode("utf-8"))
+        if out.rows:
+            out.close()
+            if text is not None:
+                text.close()
+        else:
+            out.abandon()
+            if text is not None:
+                text.abandon()
+        return []
+
+    def _split(self, doc: dict) -> dict:
+        sentences: list[str] = []
+        for paragraph in doc["paragraphs"]:
+            found, overlong = self._splitter.split_counted(paragraph)
+            sentences.extend(found)
+            if overlong:
+                self.stats[f"{doc['source']}.split_overlong_sentence"] += overlong
+        self.stats[f"{doc['source']}.documents_out"] += 1
+        self.stats[f"{doc['source']}.sentences_out"] += len(sentences)
+        self.stats[f"{doc['source']}.characters_out"] += sum(len(s) for s in sentences)
+        return {
+            "doc_id": doc["doc_id"],
+            "source": doc["source"],
+            "title": doc["title"],
+            "sentences": sentences,
+        }
+
+
+class _TextPart:
+    """A UTF-8 text file streamed under a temporary name and committed by ``close()``."""
+
+    def __init__(self, path: str) -> None:
+        self._path = path
+        self._temp = f"{path}.partial-{uuid.uuid4().hex[:12]}"
+        self._file = FileSystems.create(self._temp)
+
+    def write(self, text: str) -> None:
+        self._file.write(text.encode("utf-8"))
+
+    def close(self) -> None:
+        self._file.close()
+        commit(self._temp, self._path)
+
+    def abandon(self) -> None:
+        self._file.close()
+        FileSystems.delete([self._temp])
 
 
 def documents_schema():

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from pipeline.artifacts import write_json_atomically
 from pipeline.run_config import RunConfig
 
 STAGE_FILE = "stage.json"
@@ -54,13 +55,7 @@ def _read_stage(directory: str) -> dict | None:
 
 
 def _write_stage(directory: str, payload: dict) -> None:
-    path = FileSystems.join(directory, STAGE_FILE)
-    temp = path + ".tmp"
-    with FileSystems.create(temp) as f:
-        f.write(json.dumps(payload, indent=2, sort_keys=True).encode("utf-8"))
-    if FileSystems.exists(path):
-        FileSystems.delete([path])
-    FileSystems.rename([temp], [path])
+    write_json_atomically(FileSystems.join(directory, STAGE_FILE), payload)
 
 
 class Runner:
@@ -280,8 +275,7 @@ def run_all(
         "phases": phase_rows,
         "seconds": round(time.monotonic() - started, 1),
     }
-    with FileSystems.create(FileSystems.join(out, SUMMARY)) as f:
-        f.write(json.dumps(summary, indent=2, sort_keys=True).encode("utf-8"))
+    write_json_atomically(FileSystems.join(out, SUMMARY), summary)
     return summary
 
 

@@ -11,7 +11,6 @@ task's spill file, writes under a temporary name, renames, then reads the file b
 from __future__ import annotations
 
 import hashlib
-import io
 import uuid
 from dataclasses import asdict, dataclass
 
@@ -22,10 +21,11 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline.instance_creation import TaskSpill
 from transforms.shard_layout import parse_block, residue_count, residue_for_shard
-from transforms.tfrecord import iter_records
+from transforms.tfrecord import count_and_hash_records
 
 COMPRESSIONS = {"none": CompressionTypes.UNCOMPRESSED, "gzip": CompressionTypes.GZIP}
 SUFFIXES = {"none": ".tfrecord", "gzip": ".tfrecord.gz"}
+_WRITE_RECORDS = 4096  # records per write: the shard is never joined into one bytes object
 
 
 def shard_name(prefix: str, index: int, num_shards: int, compression: str) -> str:
@@ -94,6 +94,7 @@ class WriteShardFn(beam.DoFn):
             tasks_parts.append(np.full(count, spill.bucket * (1 << 20) + spill.dupe, np.int64))
             index_parts.append(r + self._num_shards * np.arange(count, dtype=np.int64))
             records.extend(framed)
+        order: list[int] = []
         if records:
             order = np.lexsort(
                 (
@@ -101,15 +102,11 @@ class WriteShardFn(beam.DoFn):
                     np.concatenate(tasks_parts),
                     np.concatenate(keys_parts),
                 )
-            )
-            stream = b"".join([records[i] for i in order.tolist()])
-        else:
-            stream = b""
-        del records
+            ).tolist()
+        del keys_parts, tasks_parts, index_parts
         name = shard_name(self._prefix, index, self._num_shards, self._compression)
         final = FileSystems.join(self._output_dir, name)
         temp = FileSystems.join(self._output_dir, f".tmp-{uuid.uuid4().hex}-{name}")
-        digest = hashlib.sha256(stream).hexdigest()
         expected = sum(
             residue_count(
                 s.count,
@@ -119,20 +116,25 @@ class WriteShardFn(beam.DoFn):
             for s in spills
         )
         ctype = COMPRESSIONS[self._compression]
+        digest = hashlib.sha256()
         with FileSystems.create(temp, compression_type=ctype) as f:
-            f.write(stream)
-        del stream
+            for start in range(0, len(order), _WRITE_RECORDS):
+                piece = b"".join([records[i] for i in order[start : start + _WRITE_RECORDS]])
+                digest.update(piece)
+                f.write(piece)
+        del records
+        written = digest.hexdigest()
         if FileSystems.exists(final):
             FileSystems.delete([final])
         FileSystems.rename([temp], [final])
         with FileSystems.open(final, compression_type=ctype) as f:
-            content = f.read()
-        found = sum(1 for _ in iter_records(io.BytesIO(content), verify=False))
-        if found != expected or hashlib.sha256(content).hexdigest() != digest:
+            found, content, leftover = count_and_hash_records(f)
+        if found != expected or content != written or leftover:
             raise RuntimeError(
                 f"shard {final}: expected {expected} records but read back {found} "
                 "(or the content differs); the output is not trustworthy"
             )
+        digest = written
         yield ShardResult(index, final, found, digest).to_json()
 
 

@@ -17,6 +17,8 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline.artifacts import (
     delete_matching,
+    matching_paths,
+    parquet_rows,
     read_json,
     read_parquet,
     write_json,
@@ -27,6 +29,10 @@ from pipeline.stats import STATS_TAG, MergeCounts
 from transforms.seeding import stable_hash64
 
 SIDES = ("train", "eval")
+
+
+class SplitReconciliationError(RuntimeError):
+    """The workers' counts disagree with the split files."""
 
 
 def is_eval(seed: int, doc_id: str, fraction: float) -> bool:
@@ -70,12 +76,7 @@ def run_split_job(
 ) -> dict[str, int]:
     """Writes ``output/{train,eval}/documents-*.parquet``; returns documents per side."""
     delete_matching([FileSystems.join(output, side, "documents-*.parquet") for side in SIDES])
-    files = sorted(
-        m.path
-        for m in FileSystems.match([FileSystems.join(clean_dir, "documents-*.parquet")])[
-            0
-        ].metadata_list
-    )
+    files = matching_paths(FileSystems.join(clean_dir, "documents-*.parquet"))
     counts_path = FileSystems.join(output, ".counts.json")
     with beam.Pipeline(options=options) as p:
         split = (
@@ -92,4 +93,13 @@ def run_split_job(
         )
     counts = read_json(counts_path)
     FileSystems.delete([counts_path])
+    for side in SIDES:
+        written = sum(
+            parquet_rows(path)
+            for path in matching_paths(FileSystems.join(output, side, "documents-*.parquet"))
+        )
+        if written != counts.get(side, 0):
+            raise SplitReconciliationError(
+                f"{side}: workers counted {counts.get(side, 0)} documents, the files hold {written}"
+            )
     return {side: counts.get(side, 0) for side in SIDES}

@@ -61,3 +61,26 @@ def iter_records(stream: BinaryIO, verify: bool = True) -> Iterator[bytes]:
             raise CorruptRecordError(f"record {index}: payload checksum mismatch")
         yield data
         index += 1
+
+
+def count_and_hash_records(stream: BinaryIO, block_bytes: int = 8 << 20) -> tuple[int, str, int]:
+    """(complete records, sha256 hex of all bytes, bytes left over after the last complete
+    record) of a TFRecord stream, read in blocks: memory is one block, not the file."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    count = 0
+    tail = b""
+    while block := stream.read(block_bytes):
+        digest.update(block)
+        data = tail + block if tail else block
+        pos = 0
+        while len(data) - pos >= 12:
+            (length,) = _U64.unpack_from(data, pos)
+            end = pos + 12 + length + 4
+            if end > len(data):
+                break
+            pos = end
+            count += 1
+        tail = data[pos:]
+    return count, digest.hexdigest(), len(tail)

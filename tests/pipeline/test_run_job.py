@@ -107,7 +107,8 @@ def test_config_change_reruns_exactly_the_affected_stages(tmp_path):
     assert statuses(forced)["vocab"] == "ran" and statuses(forced)["clean"] == "skipped"
 
 
-def test_killed_run_resumes_without_redoing_finished_stages(tmp_path):
+@pytest.mark.parametrize("kill_in", ["clean", "phase"])
+def test_killed_run_resumes_to_the_same_shards(tmp_path, kill_in):
     out = tmp_path / "out"
     cmd = [
         sys.executable,
@@ -127,28 +128,37 @@ def test_killed_run_resumes_without_redoing_finished_stages(tmp_path):
         stderr=subprocess.PIPE,
         start_new_session=True,
     )
+
+    def reached() -> bool:
+        if kill_in == "clean":  # a chunk is staged: the clean stage is half done
+            return any((out / "clean" / ".staging").glob("chunk-*.parquet"))
+        return (out / "vocab" / "stage.json").exists()  # the first phase is about to start
+
     deadline = time.monotonic() + 240
-    while not (out / "vocab" / "stage.json").exists():
+    while not reached():
         assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
         assert time.monotonic() < deadline
-        time.sleep(0.2)
-    os.killpg(proc.pid, signal.SIGKILL)  # mid-way: the first phase has started or is about to
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     assert not (out / "seq512" / "stage.json").exists()
     resumed = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=400)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    for stage in ("clean", "split", "vocab"):
-        assert f"{stage}: up to date" in resumed.stderr
-    assert "tokenize: up to date" in resumed.stderr or "tokenize: running" in resumed.stderr
-    assert "phase:seq512: running" in resumed.stderr
+    if kill_in == "clean":
+        assert "clean: running" in resumed.stderr
+    else:
+        for stage in ("clean", "split", "vocab"):
+            assert f"{stage}: up to date" in resumed.stderr
+        assert "phase:seq512: running" in resumed.stderr
     summary = json.loads((out / "run_summary.json").read_text())
     assert all(r["train"]["instances"] > 0 for r in summary["phases"])
     manifest = json.loads((out / "seq128" / "train" / "manifest.json").read_text())
     assert manifest["totals"]["instances"] == summary["phases"][0]["train"]["instances"]
-    # A killed and resumed run writes what an uninterrupted one writes.
+    # A killed and resumed run writes what an uninterrupted one writes, and leaves no staging.
     uninterrupted = tmp_path / "uninterrupted"
     run(uninterrupted)
     assert shard_hashes(out) == shard_hashes(uninterrupted / "out")
+    assert not list(out.rglob(".staging")) and not list(out.rglob("*.partial-*"))
 
 
 def test_config_errors_name_the_key(tmp_path):

@@ -124,3 +124,17 @@ def test_tensorflow_rejects_a_corrupted_frame(tmp_path):
     path.write_bytes(bytes(data))
     with pytest.raises(tf.errors.DataLossError):
         list(tf.data.TFRecordDataset(str(path)))
+
+
+def test_count_and_hash_records_across_block_boundaries():
+    import hashlib
+
+    from transforms.tfrecord import count_and_hash_records, frame_record
+
+    stream = b"".join(frame_record(bytes([i]) * (i * 37 % 300)) for i in range(200))
+    for block in (1, 7, 64, 1 << 20):
+        count, digest, leftover = count_and_hash_records(io.BytesIO(stream), block)
+        assert (count, digest, leftover) == (200, hashlib.sha256(stream).hexdigest(), 0)
+    count, _, leftover = count_and_hash_records(io.BytesIO(stream[:-3]), 50)
+    assert count == 199 and leftover > 0
+    assert count_and_hash_records(io.BytesIO(b""))[0] == 0
