@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import apache_beam as beam
 import numpy as np
+from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.artifacts import write_bytes_atomically
@@ -55,12 +56,13 @@ class TaskSpill:
 
 
 class ExpandDupePassesFn(CountingDoFn):
-    """(bucket, RefTables) → ((bucket, dupe), the bucket's refs sorted by key, packed) for every
-    dupe pass: passes are independent tasks, and only packed document references are copied, so
-    they spread over workers at a few bytes per document."""
+    """(bucket, RefTables) → ((bucket, dupe), path of the bucket's refs file) for every dupe
+    pass: the bucket's references, sorted by key, are written once (``bucket-NNNNNN.refs``) and
+    passes are independent tasks that carry only the path, so they spread over workers."""
 
-    def __init__(self, dupe_factor: int) -> None:
+    def __init__(self, dupe_factor: int, spill_dir: str) -> None:
         self._dupe_factor = dupe_factor
+        self._spill_dir = spill_dir
 
     def process(self, element: tuple[int, list[RefTable]]):
         bucket, tables = element
@@ -68,9 +70,10 @@ class ExpandDupePassesFn(CountingDoFn):
         self.stats["buckets"] += 1
         if len(ordered) == 1:
             self.stats["single_document_buckets"] += 1
-        packed = pickle.dumps(ordered, protocol=5)
+        path = FileSystems.join(self._spill_dir, f"bucket-{bucket:06d}.refs")
+        write_bytes_atomically(path, pickle.dumps(ordered, protocol=5))
         for dupe in range(self._dupe_factor):
-            yield (bucket, dupe), packed
+            yield (bucket, dupe), path
 
 
 class BucketSlicesFn(CountingDoFn):
@@ -121,9 +124,11 @@ class CreateInstancesFn(CountingDoFn):
         self._spill_dir = spill_dir
         self._num_shards = num_shards
 
-    def process(self, element: tuple[tuple[int, int], bytes]):
-        (bucket, dupe), packed = element
-        docs = load_documents(pickle.loads(packed).refs())
+    def process(self, element: tuple[tuple[int, int], str]):
+        (bucket, dupe), refs_path = element
+        with FileSystems.open(refs_path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+            refs: RefTable = pickle.loads(f.read())
+        docs = load_documents(refs.refs())
         layout = BucketLayout.from_arrays([(d.ids, d.offsets) for d in docs])
         del docs
         framed: list[bytes] = []
@@ -163,7 +168,7 @@ class CreateInstances(beam.PTransform):
         self, settings: InstanceSettings, tables: TokenTables, spill_dir: str, num_shards: int
     ) -> None:
         super().__init__()
-        self._expand = ExpandDupePassesFn(settings.dupe_factor)
+        self._expand = ExpandDupePassesFn(settings.dupe_factor, spill_dir)
         self._fn = CreateInstancesFn(settings, tables, spill_dir, num_shards)
 
     def expand(self, slices):

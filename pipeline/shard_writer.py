@@ -11,6 +11,7 @@ task's spill file, writes under a temporary name, renames, then reads the file b
 from __future__ import annotations
 
 import hashlib
+import math
 import uuid
 from dataclasses import asdict, dataclass
 
@@ -20,11 +21,19 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.instance_creation import TaskSpill
-from transforms.shard_layout import parse_block, residue_count, residue_for_shard
+from transforms.shard_layout import (
+    key_ranges,
+    parse_block_in_range,
+    residue_count,
+    residue_for_shard,
+)
 from transforms.tfrecord import count_and_hash_records
 
 COMPRESSIONS = {"none": CompressionTypes.UNCOMPRESSED, "gzip": CompressionTypes.GZIP}
 SUFFIXES = {"none": ".tfrecord", "gzip": ".tfrecord.gz"}
+DEFAULT_BUFFER_BYTES = 16 << 20
+"""Records a shard writer holds at a time; a larger shard is written in several key-range
+passes over its blocks (same bytes, bounded memory)."""
 _WRITE_RECORDS = 4096  # records per write: the shard is never joined into one bytes object
 
 
@@ -70,8 +79,16 @@ class WriteShardFn(beam.DoFn):
     """shard index → ShardResult: gathers the shard's block from every task's spill file, orders
     the records by (shuffle key, task, index), writes the shard atomically and verifies it."""
 
-    def __init__(self, output_dir: str, prefix: str, num_shards: int, compression: str) -> None:
+    def __init__(
+        self,
+        output_dir: str,
+        prefix: str,
+        num_shards: int,
+        compression: str,
+        buffer_bytes: int | None = None,
+    ) -> None:
         self._output_dir = output_dir
+        self._buffer_bytes = buffer_bytes or DEFAULT_BUFFER_BYTES
         self._prefix = prefix
         self._num_shards = num_shards
         self._compression = compression
@@ -82,47 +99,29 @@ class WriteShardFn(beam.DoFn):
         if self._spills_id != id(spills):
             self._offsets = task_offsets({s.task: s.count for s in spills})
             self._spills_id = id(spills)
-        keys_parts, tasks_parts, index_parts, records = [], [], [], []
+        blocks = []  # (task id, residue, count, spill path, start, end), in task order
         for spill in sorted(spills, key=lambda s: s.task):
             r = residue_for_shard(index, self._offsets[spill.task], self._num_shards)
             count = residue_count(spill.count, self._num_shards, r)
-            if not count:
-                continue
-            block = _read_range(spill.path, int(spill.bounds[r]), int(spill.bounds[r + 1]))
-            keys, framed = parse_block(block, count)
-            keys_parts.append(keys)
-            tasks_parts.append(np.full(count, spill.bucket * (1 << 20) + spill.dupe, np.int64))
-            index_parts.append(r + self._num_shards * np.arange(count, dtype=np.int64))
-            records.extend(framed)
-        order: list[int] = []
-        if records:
-            order = np.lexsort(
-                (
-                    np.concatenate(index_parts),
-                    np.concatenate(tasks_parts),
-                    np.concatenate(keys_parts),
-                )
-            ).tolist()
-        del keys_parts, tasks_parts, index_parts
+            if count:
+                task_id = spill.bucket * (1 << 20) + spill.dupe
+                start, end = int(spill.bounds[r]), int(spill.bounds[r + 1])
+                blocks.append((task_id, r, count, spill.path, start, end))
+        expected = sum(b[2] for b in blocks)
+        shard_bytes = sum(b[5] - b[4] for b in blocks)
+        passes = max(1, math.ceil(shard_bytes / self._buffer_bytes))
         name = shard_name(self._prefix, index, self._num_shards, self._compression)
         final = FileSystems.join(self._output_dir, name)
         temp = FileSystems.join(self._output_dir, f".tmp-{uuid.uuid4().hex}-{name}")
-        expected = sum(
-            residue_count(
-                s.count,
-                self._num_shards,
-                residue_for_shard(index, self._offsets[s.task], self._num_shards),
-            )
-            for s in spills
-        )
         ctype = COMPRESSIONS[self._compression]
         digest = hashlib.sha256()
         with FileSystems.create(temp, compression_type=ctype) as f:
-            for start in range(0, len(order), _WRITE_RECORDS):
-                piece = b"".join([records[i] for i in order[start : start + _WRITE_RECORDS]])
-                digest.update(piece)
-                f.write(piece)
-        del records
+            # Records are ordered by (shuffle key, task, index). Keys are uniform, so one pass per
+            # key range holds about buffer_bytes of records, whatever the shard's size.
+            for low, high in key_ranges(passes):
+                for piece in self._ordered_pieces(blocks, low, high):
+                    digest.update(piece)
+                    f.write(piece)
         written = digest.hexdigest()
         if FileSystems.exists(final):
             FileSystems.delete([final])
@@ -134,8 +133,28 @@ class WriteShardFn(beam.DoFn):
                 f"shard {final}: expected {expected} records but read back {found} "
                 "(or the content differs); the output is not trustworthy"
             )
-        digest = written
-        yield ShardResult(index, final, found, digest).to_json()
+        yield ShardResult(index, final, found, written).to_json()
+
+    def _ordered_pieces(self, blocks, low: int, high: int):
+        """The framed records with keys in [low, high) of every block, in shard order, joined
+        into pieces of ``_WRITE_RECORDS`` records."""
+        keys_parts, tasks_parts, index_parts, records = [], [], [], []
+        for task_id, r, count, path, start, end in blocks:
+            keys, positions, framed = parse_block_in_range(
+                _read_range(path, start, end), count, low, high
+            )
+            keys_parts.append(keys)
+            tasks_parts.append(np.full(len(keys), task_id, np.int64))
+            index_parts.append(r + self._num_shards * positions)
+            records.extend(framed)
+        if not records:
+            return
+        order = np.lexsort(
+            (np.concatenate(index_parts), np.concatenate(tasks_parts), np.concatenate(keys_parts))
+        ).tolist()
+        del keys_parts, tasks_parts, index_parts
+        for start in range(0, len(order), _WRITE_RECORDS):
+            yield b"".join([records[i] for i in order[start : start + _WRITE_RECORDS]])
 
 
 class WriteShards(beam.PTransform):

@@ -54,17 +54,35 @@ def spill_layout(
     return b"".join(parts), bounds
 
 
-def parse_block(block: bytes, count: int) -> tuple[np.ndarray, list[bytes]]:
-    """Keys and framed records of one residue block holding ``count`` records."""
+KEY_LIMIT = 2**63
+"""Shuffle keys lie in [0, KEY_LIMIT)."""
+
+
+def key_ranges(num_ranges: int) -> list[tuple[int, int]]:
+    """``num_ranges`` consecutive [low, high) ranges covering every shuffle key."""
+    bounds = [KEY_LIMIT * i // num_ranges for i in range(num_ranges + 1)]
+    return list(zip(bounds[:-1], bounds[1:], strict=True))
+
+
+def parse_block_in_range(
+    block: bytes, count: int, low: int, high: int
+) -> tuple[np.ndarray, np.ndarray, list[bytes]]:
+    """Keys, positions (within the block) and framed records of the records of one residue block
+    whose shuffle key lies in [low, high); the other records are skipped without a copy."""
     keys = np.frombuffer(block, dtype="<i8", count=count)
+    wanted = (keys >= low) & (keys < high) if (low, high) != (0, KEY_LIMIT) else None
     records: list[bytes] = []
+    positions: list[int] = []
     pos = 8 * count
     view = memoryview(block)
-    for _ in range(count):
+    for i in range(count):
         (length,) = _U64.unpack_from(block, pos)
         end = pos + 16 + length
-        records.append(bytes(view[pos:end]))
+        if wanted is None or wanted[i]:
+            records.append(bytes(view[pos:end]))
+            positions.append(i)
         pos = end
     if pos != len(block):
         raise ValueError(f"spill block holds {len(block) - pos} unexpected trailing bytes")
-    return keys, records
+    chosen = np.asarray(positions, dtype=np.int64)
+    return keys[chosen], chosen, records

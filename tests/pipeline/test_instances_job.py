@@ -121,6 +121,18 @@ def test_output_identical_in_memory_and_multi_process(
         assert fa.read_bytes() == fb.read_bytes()
 
 
+def test_shards_larger_than_the_writer_buffer_are_written_in_passes_with_the_same_bytes(
+    tmp_path, sample_run, sample_corpus_files, sample_vocab_path, monkeypatch
+):
+    import pipeline.shard_writer as shard_writer
+
+    monkeypatch.setattr(shard_writer, "DEFAULT_BUFFER_BYTES", 20_000)  # ~15 passes per shard
+    manifest, out = run_job(
+        tmp_path, [str(sample_corpus_files[0].parent / "*.txt")], sample_vocab_path, num_shards=5
+    )
+    assert manifest["shards"] == sample_run[0]["shards"]
+
+
 def test_seed_changes_output_and_rerun_replaces_previous(
     tmp_path, sample_corpus_files, sample_vocab_path
 ):
