@@ -36,11 +36,11 @@ from pipeline.clean_stages import (
     BANDS_TAG,
     EXACT_TAG,
     STAGING,
+    BandCandidatesFn,
     ExactDuplicatesFn,
     FinishChunkFn,
     StageDocumentsFn,
     VerifyNearDuplicatesFn,
-    band_candidates,
     punkt_sample_candidates,
     train_punkt,
 )
@@ -151,7 +151,7 @@ def build_pipeline(
         near = (
             staged[BANDS_TAG]
             | "GroupBands" >> beam.GroupByKey()
-            | "BandCandidates" >> beam.Map(band_candidates)
+            | "BandCandidates" >> beam.ParDo(BandCandidatesFn(staging))
             | "AllCandidates" >> beam.combiners.ToList()
             | "VerifyNear"
             >> beam.ParDo(

@@ -4,7 +4,8 @@ descriptions, packed key tables and the (few) duplicates.
 1. ``StageDocumentsFn``: one input unit → normalized documents written to staged chunk files
    (``.staging/chunk-UUUUU-CCCC.parquet``, at most ``chunk_documents`` documents or
    ``chunk_bytes`` of text each) by the worker that read them; emits a ``StagedChunk`` per chunk
-   and, per chunk, packed exact keys (per hash partition) and LSH band keys (per band).
+   and, per chunk, packed exact keys (per hash partition); LSH band hashes go to a band file
+   beside the chunk, and Beam carries only (band, chunk) names.
 2. ``ExactDuplicatesFn`` (per hash partition) and ``VerifyNearDuplicatesFn`` (once, over the
    candidate pairs of every band) → the locations of the documents to drop.
 3. ``FinishChunkFn``: a chunk and its drops → the surviving documents split into sentences,
@@ -22,6 +23,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
+from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.artifacts import (
@@ -46,6 +48,11 @@ EXACT_PARTITIONS = 16
 
 def chunk_path(staging: str, unit: int, chunk: int) -> str:
     return FileSystems.join(staging, f"chunk-{unit:05d}-{chunk:04d}.parquet")
+
+
+def bands_path(staging: str, unit: int, chunk: int) -> str:
+    """The chunk's LSH band hashes: uint64, band-major (band b of all rows, then band b + 1)."""
+    return FileSystems.join(staging, f"bands-{unit:05d}-{chunk:04d}.u64")
 
 
 def output_name(unit: int, chunk: int) -> str:
@@ -87,7 +94,8 @@ def _staged_schema(with_signatures: bool):
 
 class StageDocumentsFn(CountingDoFn):
     """(unit index, source kind, WorkUnit) → StagedChunk (main), packed exact keys (``exact``:
-    (partition, bytes)), packed band keys (``bands``: (band, bytes)), counts (``stats``).
+    (partition, bytes)), band file names (``bands``: (band, (unit, chunk, documents))), counts
+    (``stats``).
 
     Counts are prefixed with the source kind (``wikipedia.dropped_redirect``, ...).
     """
@@ -167,6 +175,7 @@ class _ChunkWriter:
         self.near = fn._dedup == "near"
         self.exact = fn._dedup in ("exact", "near")
         self.punkt_seed = fn._punkt_seed
+        self.staging = fn._staging
         self.part = ParquetPart(chunk_path(fn._staging, unit, chunk), _staged_schema(self.near))
         self.documents = 0
         self.size = 0
@@ -216,12 +225,13 @@ class _ChunkWriter:
         for partition in sorted(self.exact_keys):
             yield pvalue.TaggedOutput(EXACT_TAG, (partition, self.exact_keys[partition].to_bytes()))
         if self.near:
-            bands = np.stack(self.bands)
-            locs = np.array(
-                [dk.location(self.unit, self.chunk, r) for r in range(self.documents)], np.int64
-            )
-            for band in range(bands.shape[1]):
-                yield pvalue.TaggedOutput(BANDS_TAG, (band, dk.pack_band(bands[:, band], locs)))
+            # Band-major, so that the worker grouping band b reads one contiguous range.
+            bands = np.ascontiguousarray(np.stack(self.bands).T, dtype="<u8")
+            write_bytes_atomically(bands_path(self.staging, self.unit, self.chunk), bands.tobytes())
+            for band in range(bands.shape[0]):
+                yield pvalue.TaggedOutput(
+                    BANDS_TAG, (band, (self.unit, self.chunk, self.documents))
+                )
 
 
 class ExactDuplicatesFn(CountingDoFn):
@@ -244,10 +254,35 @@ class ExactDuplicatesFn(CountingDoFn):
         rejects.close()
 
 
-def band_candidates(element: tuple[int, list[bytes]]) -> bytes:
-    """(band index, packed band tables) → int64 candidate location pairs of that band, as bytes."""
-    _, tables = element
-    return dk.candidate_pairs(tables).tobytes()
+def read_band(staging: str, band: int, unit: int, chunk: int, documents: int) -> np.ndarray:
+    """uint64 hashes of LSH band ``band`` of every document of a staged chunk (one ranged read)."""
+    start = band * documents * 8
+    with FileSystems.open(
+        bands_path(staging, unit, chunk), compression_type=CompressionTypes.UNCOMPRESSED
+    ) as f:
+        f.seek(start)
+        data = f.read(documents * 8)
+    if len(data) != documents * 8:
+        raise RuntimeError(f"band file of chunk {unit}/{chunk} is shorter than recorded")
+    return np.frombuffer(data, dtype="<u8")
+
+
+class BandCandidatesFn(CountingDoFn):
+    """(band index, [(unit, chunk, documents)]) → int64 candidate location pairs of that band (as
+    bytes): documents of any chunk sharing the band's hash. Reads the band's range of every
+    chunk's band file; Beam carries only the chunk names."""
+
+    def __init__(self, staging: str) -> None:
+        self._staging = staging
+
+    def process(self, element: tuple[int, list[tuple[int, int, int]]]):
+        band, chunks = element
+        tables = []
+        for unit, chunk, documents in sorted(chunks):
+            hashes = read_band(self._staging, band, unit, chunk, documents)
+            locations = [dk.location(unit, chunk, r) for r in range(documents)]
+            tables.append(dk.pack_band(hashes, np.asarray(locations, dtype=np.int64)))
+        yield dk.candidate_pairs(tables).tobytes()
 
 
 def load_staged_columns(staging: str, locations: list[int], columns: list[str]) -> dict[int, dict]:

@@ -65,9 +65,13 @@ def test_a_retried_read_rewrites_the_same_files_under_the_same_names(tmp_path):
     assert {p.name: p.read_bytes() for p in sorted(staging.iterdir())} == files
     assert first[0] == again[0] and first[1][EXACT_TAG] == again[1][EXACT_TAG]
     assert first[1][BANDS_TAG] == again[1][BANDS_TAG]
+    assert first[1][BANDS_TAG][:2] == [(0, (4, 0, 3)), (1, (4, 0, 3))]  # names, not hashes
     # 7 documents in chunks of 3 → chunks 0, 1, 2 of unit 4; the broken line is a reject.
     assert [(c.unit, c.chunk, c.documents) for c in first[0]] == [(4, 0, 3), (4, 1, 3), (4, 2, 1)]
     assert sorted(files) == [
+        "bands-00004-0000.u64",
+        "bands-00004-0001.u64",
+        "bands-00004-0002.u64",
         "chunk-00004-0000.parquet",
         "chunk-00004-0001.parquet",
         "chunk-00004-0002.parquet",
