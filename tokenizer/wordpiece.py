@@ -26,6 +26,13 @@ from this interpreter's ``unicodedata`` (like the reference's), plus per-charact
 Rust's NFC/NFD/lowercase tables disagree with it; ``BERT_NORMALIZATION_VERSION`` names the
 Unicode version. The only per-text Python work is turning the Rust encodings into id lists.
 
+Fast path (``_PrenormalizedPath``): on text made only of ASCII and a few typographic characters
+(curly quotes, dashes, ...; the bulk of English prose) the normalizer's steps reduce to removing
+ASCII controls, ``\\t\\n\\r`` as spaces and, uncased, ``str.lower()``. Python does that at C
+speed and a second Rust tokenizer without a normalizer (same pre-tokenizer and model) encodes
+the result: the same ids at 1.6-1.9x the throughput (measured on wiki and book sentences).
+Other text takes the full pipeline.
+
 Known residual differences (none occurs in the shared corpora; see the slow tests):
 
 - cased only: Rust's NFC does not know the combining class of 51 marks added in Unicode 11-14
@@ -38,8 +45,10 @@ Known residual differences (none occurs in the shared corpora; see the slow test
 from __future__ import annotations
 
 import functools
+import re
 import sys
 import unicodedata
+import warnings
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -72,6 +81,15 @@ _ASCII_PUNCT_RANGES = ((33, 47), (58, 64), (91, 96), (123, 126))
 FINAL_SIGMA_LOOKBEHIND = 64
 _SIGMA = "\u03a3"
 _FINAL_SIGMA = "\u03c2"
+# Non-ASCII characters the fast path takes as they are (each is checked by ``_fast_path_chars``
+# to need no normalization, alone or next to others; any that fails is left out).
+FAST_PATH_CANDIDATES = (
+    "\u2018\u2019\u201a\u201b\u201c\u201d\u201e\u201f\u00ab\u00bb\u2039\u203a"  # quotes
+    "\u2010\u2011\u2012\u2013\u2014\u2015\u2026\u2022\u00b7\u2032\u2033"  # dashes, dots, primes
+    "\u00a1\u00bf\u00a7\u00b6\u2020\u2021\u00b0\u00a3\u20ac\u00a5\u00a2\u00a9\u00ae\u00d7\u00f7"
+)
+MAX_TEXTS_PER_CALL = 4096
+"""Texts per Rust ``encode_batch`` call: larger batches only hold more encodings at once."""
 
 
 def _ranges(cps: Iterable[int]) -> list[tuple[int, int]]:
@@ -212,39 +230,201 @@ def build_bert_tokenizer(vocab: Vocab, do_lower_case: bool) -> Tokenizer:
     return tok
 
 
+@functools.lru_cache(maxsize=1)
+def _composition_seconds() -> frozenset[int]:
+    """Code points that are the second of a canonical decomposition pair: those that can
+    compose with the character before them."""
+    seconds = set()
+    for cp in range(sys.maxunicode + 1):
+        parts = unicodedata.decomposition(chr(cp)).split()
+        if len(parts) == 2 and not parts[0].startswith("<"):
+            seconds.add(int(parts[1], 16))
+    return frozenset(seconds)
+
+
+@functools.lru_cache(maxsize=2)
+def _fast_path_chars(do_lower_case: bool) -> str:
+    """The characters of ``FAST_PATH_CANDIDATES`` that normalization leaves alone in any context.
+
+    A character qualifies when, by this Python's Unicode tables, it is neither dropped nor made a
+    space, is not a mark (combining class 0, not ``Mn``), has no canonical decomposition, is
+    never the second character of one (so it composes with nothing), is its own lowercase, is no
+    sigma and appears in no Rust fix-up; and the Rust normalizer leaves it unchanged between
+    ASCII letters. Text of ASCII and these characters then normalizes character by character,
+    exactly as ``_PrenormalizedPath.prepare`` does.
+    """
+    t = _tables()
+    seconds = _composition_seconds()
+    fixed = {c for a, b in t.nfc_fixups + t.nfd_fixups + t.lower_fixups for c in a + b}
+    rust = bert_normalizer(do_lower_case)
+    chars = []
+    for c in dict.fromkeys(FAST_PATH_CANDIDATES):
+        cp, decomposition = ord(c), unicodedata.decomposition(c)
+        probe = f"Aa{c}Bb{c}{c}"
+        if (
+            cp > 0x7F
+            and not any(lo <= cp <= hi for lo, hi in t.drop + t.to_space + t.mn)
+            and unicodedata.combining(c) == 0
+            and not (decomposition and not decomposition.startswith("<"))
+            and cp not in seconds
+            and c not in fixed
+            and c not in (_SIGMA, _FINAL_SIGMA)
+            and c.lower() == c
+            and rust.normalize_str(probe) == (probe.lower() if do_lower_case else probe)
+        ):
+            chars.append(c)
+    return "".join(chars)
+
+
+def _fast_path_pre_tokenizer(chars: str) -> pre_tokenizers.PreTokenizer:
+    """``bert_pre_tokenizer`` for text of printable ASCII and ``chars`` (what the fast path
+    gives Rust): the same words, from a regex over the few classes such text can hold."""
+    t = _tables()
+    alphabet = [chr(cp) for cp in range(0x20, 0x7F)] + list(chars)
+    single = [c for c in alphabet if any(lo <= ord(c) <= hi for lo, hi in t.cjk + t.punct)]
+    spaces = [c for c in alphabet if c.isspace()]
+    single_class = _char_class([(ord(c), ord(c)) for c in single])
+    other = "[^" + _char_class([(ord(c), ord(c)) for c in single + spaces])[1:]
+    return pre_tokenizers.Split(Regex(f"{other}+|{single_class}"), behavior="removed", invert=True)
+
+
+def _ids(tokenizer: Tokenizer, texts: list[str]) -> list[list[int]]:
+    out: list[list[int]] = []
+    for start in range(0, len(texts), MAX_TEXTS_PER_CALL):
+        chunk = texts[start : start + MAX_TEXTS_PER_CALL]
+        out += [e.ids for e in tokenizer.encode_batch_fast(chunk, add_special_tokens=False)]
+    return out
+
+
+class _PrenormalizedPath:
+    """Texts of ASCII and ``_fast_path_chars``, normalized in Python for a Rust tokenizer that has
+    no normalizer (see the module docstring); ``prepare`` returns None for any other text."""
+
+    def __init__(self, vocab: Vocab, do_lower_case: bool, full: Tokenizer) -> None:
+        t = _tables()
+        table: dict[int, str | None] = {}
+        for lo, hi in t.drop:
+            table.update((cp, None) for cp in range(lo, min(hi, 0x7F) + 1))
+        for lo, hi in t.to_space:
+            table.update((cp, " ") for cp in range(lo, min(hi, 0x7F) + 1))
+        self._clean = table
+        self._lower = do_lower_case
+        chars = _fast_path_chars(do_lower_case)
+        self._other = re.compile("[^\\x00-\\x7f" + re.escape(chars) + "]") if chars else None
+        model = WordPiece(
+            dict(vocab.token_to_id),
+            unk_token=UNK_TOKEN,
+            max_input_chars_per_word=MAX_INPUT_CHARS_PER_WORD,
+            continuing_subword_prefix=CONTINUATION_PREFIX,
+        )
+        self.tokenizer = Tokenizer(model)
+        self.tokenizer.pre_tokenizer = _fast_path_pre_tokenizer(chars)
+        if not self._agrees_with(full, chars):
+            warnings.warn(
+                "BERT tokenizer fast path disabled: it disagrees with the full pipeline on this "
+                "Python/tokenizers (every text now takes the full, slower pipeline)",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            self._disabled = True
+
+    _disabled = False
+
+    def prepare(self, text: str) -> str | None:
+        """The normalized text for ``tokenizer``, or None when ``text`` needs the full one."""
+        if self._disabled or (
+            not text.isascii() and (self._other is None or self._other.search(text))
+        ):
+            return None
+        if not text.isprintable():  # controls (and non-ASCII spaces, which are not here)
+            text = text.translate(self._clean)
+        return text.lower() if self._lower else text
+
+    def _agrees_with(self, full: Tokenizer, chars: str) -> bool:
+        """Whether every character of the fast path, in context, normalizes and pre-tokenizes as
+        in the full pipeline (what the construction above relies on)."""
+        probe = "".join(f"a{chr(cp)}B{chr(cp)}{chr(cp)} " for cp in range(0x80))
+        probe += "".join(f"A{c}b{c}{c} " for c in chars)
+        normalized = full.normalizer.normalize_str(probe)  # type: ignore[union-attr]
+        prepared = self.prepare(probe)
+        if prepared != normalized:
+            return False
+        words = self.tokenizer.pre_tokenizer.pre_tokenize_str(prepared)  # type: ignore[union-attr]
+        return words == full.pre_tokenizer.pre_tokenize_str(normalized)  # type: ignore[union-attr]
+
+
 class BertWordPieceTokenizer:
-    """Picklable BERT WordPiece encoder; the Rust tokenizer is built lazily in each process."""
+    """Picklable BERT WordPiece encoder; the Rust tokenizers are built lazily in each process."""
 
     def __init__(self, vocab: Vocab, do_lower_case: bool) -> None:
         self.vocab = vocab
         self.do_lower_case = bool(do_lower_case)
         self._tokenizer: Tokenizer | None = None
+        self._fast: _PrenormalizedPath | None = None
 
     @property
     def tokenizer(self) -> Tokenizer:
+        """The full Rust tokenizer (normalizer included): gives the ids of every text."""
         if self._tokenizer is None:
             self._tokenizer = build_bert_tokenizer(self.vocab, self.do_lower_case)
         return self._tokenizer
 
+    def _fast_path(self) -> _PrenormalizedPath:
+        if self._fast is None:
+            self._fast = _PrenormalizedPath(self.vocab, self.do_lower_case, self.tokenizer)
+        return self._fast
+
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_tokenizer"] = None
+        state["_fast"] = None
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._tokenizer = None
+        self._fast = None
 
-    def encode_batch(self, texts: list[str]) -> list[list[int]]:
-        """Token ids per text (no [CLS]/[SEP]); texts are encoded in parallel by Rust."""
+    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
+        """Token ids per text (no [CLS]/[SEP]), the same as ``encode`` of each.
+
+        Texts the fast path takes (ASCII and common typographic characters, see the module
+        docstring) are normalized in Python and encoded without the Rust normalizer; the others
+        go through the full tokenizer. Rust encodes up to ``MAX_TEXTS_PER_CALL`` texts per call
+        (in parallel unless ``TOKENIZERS_PARALLELISM=false``).
+        """
         if not texts:
             return []
-        encodings = self.tokenizer.encode_batch_fast(list(texts), add_special_tokens=False)
-        return [e.ids for e in encodings]
+        fast = self._fast_path()
+        prepared = [fast.prepare(text) for text in texts]
+        slow = [i for i, p in enumerate(prepared) if p is None]
+        if not slow:
+            return _ids(fast.tokenizer, prepared)  # type: ignore[arg-type]
+        out: list[list[int] | None] = [None] * len(texts)
+        if len(slow) < len(texts):
+            indexes = [i for i, p in enumerate(prepared) if p is not None]
+            ids = _ids(fast.tokenizer, [prepared[i] for i in indexes])  # type: ignore[misc]
+            for i, one in zip(indexes, ids, strict=True):
+                out[i] = one
+        for i, one in zip(slow, _ids(self.tokenizer, [texts[i] for i in slow]), strict=True):
+            out[i] = one
+        return out  # type: ignore[return-value]
+
+    def encode_documents(self, documents: Sequence[Sequence[str]]) -> list[list[list[int]]]:
+        """``[self.encode_batch(d) for d in documents]``, as one batch: the sentences of many
+        documents encoded together, then regrouped per document. (A convenience: with
+        ``TOKENIZERS_PARALLELISM=false`` it is no faster than one call per document, whose
+        per-call cost is negligible.)"""
+        flat = [text for document in documents for text in document]
+        ids = iter(self.encode_batch(flat))
+        return [[next(ids) for _ in range(len(document))] for document in documents]
 
     def encode(self, text: str) -> list[int]:
         """Token ids of one text (no [CLS]/[SEP])."""
-        return self.tokenizer.encode(text, add_special_tokens=False).ids
+        prepared = self._fast_path().prepare(text)
+        if prepared is None:
+            return self.tokenizer.encode(text, add_special_tokens=False).ids
+        return self._fast_path().tokenizer.encode(prepared, add_special_tokens=False).ids
 
     def tokenize(self, text: str) -> list[str]:
         """Token strings of one text, for debugging and tests."""

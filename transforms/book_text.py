@@ -254,7 +254,7 @@ _BOILERPLATE_WORDS = ("gutenberg", "http://", "https://", "www.")
 _ETEXT = re.compile(r"\be-?text", re.IGNORECASE)
 _EMAIL = re.compile(r"[\w.+-]+@[\w-]+\.\w")
 _LETTER = re.compile(r"[^\W\d_]")
-_WORD = re.compile(r"\S*[^\W_]\S*")
+_NO_WORD_TOKEN = re.compile(r"(?<!\S)(?:[^\w\s]|_)+(?!\S)")
 
 
 @dataclass
@@ -376,8 +376,9 @@ def _join_lines(lines: list[str]) -> str:
 
 
 def _word_count(text: str) -> int:
-    """Whitespace-separated tokens holding a letter or a digit."""
-    return len(_WORD.findall(text))
+    """Whitespace-separated tokens holding a letter or a digit (``[^\\W_]``, i.e. isalnum):
+    all tokens but those made only of other characters (a backtracking-free count)."""
+    return len(text.split()) - len(_NO_WORD_TOKEN.findall(text))
 
 
 def _is_title(text: str) -> bool:

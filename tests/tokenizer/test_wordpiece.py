@@ -205,6 +205,51 @@ def test_encode_batch_matches_encode(tiny_vocab: Vocab) -> None:
     assert tok.encode_batch([""]) == [[]]
 
 
+def test_encode_documents_matches_per_document_encoding(tiny_vocab: Vocab) -> None:
+    tok = BertWordPieceTokenizer(tiny_vocab, do_lower_case=True)
+    texts = [text for text, _ in UNCASED_CASES]
+    documents = [texts[:3], [], texts[3:4], texts[4:], [""], ["Hello, World!"] * 3]
+    assert tok.encode_documents(documents) == [tok.encode_batch(d) for d in documents]
+    assert tok.encode_documents([]) == []
+
+
+# ASCII (controls included) and the fast path's typographic characters, with a few others that
+# send a text down the full pipeline.
+_FAST_POOL = (
+    "aAbBxyzZ09 .,;:!?'\"()[]{}<>@#$%^&*-_=+/\\|`~\t\n\r\x00\x01\x0b\x0c\x1c\x1f\x7f"
+    "‘’‚‛“”„‟«»‹›‐‑‒–—―…•·′″¡¿§¶†‡°£€¥¢©®×÷"
+)
+
+
+@pytest.mark.parametrize("do_lower_case", [True, False])
+def test_fast_path_matches_the_full_pipeline(tiny_vocab_path: Path, do_lower_case: bool) -> None:
+    """Texts the Python fast path takes get the full Rust pipeline's ids (and the reference's)."""
+    vocab = Vocab.from_bytes(tiny_vocab_path.read_bytes())
+    ours = BertWordPieceTokenizer(vocab, do_lower_case)
+    full = build_bert_tokenizer(vocab, do_lower_case)
+    rng = random.Random(20261201)
+    texts = ["".join(rng.choices(_FAST_POOL, k=rng.randint(0, 20))) for _ in range(3000)]
+    texts += [t + rng.choice("éΣ中\u0301\u00a0\u200b") for t in texts[:500]]  # full pipeline
+    texts += ["Hello, World!", "HELLO “world”—x…", "\x00\t\n", ""]
+    expected = [e.ids for e in full.encode_batch(texts, add_special_tokens=False)]
+    assert ours.encode_batch(texts) == expected
+    assert [ours.encode(t) for t in texts] == expected
+    taken = sum(ours._fast_path().prepare(t) is not None for t in texts)
+    assert 3000 <= taken < len(texts)  # both paths were exercised
+    ref_ids = _reference(tiny_vocab_path, do_lower_case)
+    assert expected == [ref_ids(t) for t in texts]
+
+
+def test_fast_path_takes_curly_quotes_and_dashes() -> None:
+    """The characters of English prose pass the fast path's checks (a candidate that fails
+    them is only slower: its texts take the full pipeline)."""
+    from tokenizer.wordpiece import FAST_PATH_CANDIDATES, _fast_path_chars
+
+    for do_lower_case in (True, False):
+        chars = _fast_path_chars(do_lower_case)
+        assert set("‘’“”–—…«»") <= set(chars) <= set(FAST_PATH_CANDIDATES)
+
+
 def test_no_special_tokens_added(tiny_vocab: Vocab) -> None:
     rust = build_bert_tokenizer(tiny_vocab, do_lower_case=True)
     assert rust.encode("hello").ids == [tiny_vocab.id_of("hello")]  # default add_special_tokens

@@ -3,16 +3,22 @@ kept document of a group is its smallest id."""
 
 from __future__ import annotations
 
+import hashlib
 import random
+import re
 
 import numpy as np
+import pytest
 
+from transforms import near_duplicates as nd
 from transforms.near_duplicates import (
     NUM_PERMUTATIONS,
     band_keys,
     documents_to_drop,
     duplicate_pairs,
     minhash_signature,
+    shingle_hashes,
+    signature_of_hashes,
     similarity,
 )
 
@@ -67,3 +73,65 @@ def test_groups_keep_their_smallest_id():
 def test_empty_document_signature():
     sig = minhash_signature("")
     assert (sig == np.iinfo(np.uint64).max).all()
+
+
+# ---------------------------------------------------------------------------------------------
+# The vectorized signature against the definition applied literally.
+
+
+def _literal_shingles(text: str, words: int = nd.SHINGLE_WORDS) -> set[int]:
+    tokens = re.findall(r"\w+", text.lower())
+    if len(tokens) < words:
+        grams = [" ".join(tokens)] if tokens else []
+    else:
+        grams = [" ".join(tokens[i : i + words]) for i in range(len(tokens) - words + 1)]
+    return {
+        int.from_bytes(hashlib.blake2b(g.encode(), digest_size=4).digest(), "little") for g in grams
+    }
+
+
+def _literal_signature(text: str) -> np.ndarray:
+    p = (1 << 61) - 1
+    shingles = _literal_shingles(text)
+    a, b = (int(v) for v in nd._A[:, 0]), (int(v) for v in nd._B[:, 0])
+    return np.array(
+        [
+            min(((ai * x + bi) % p for x in shingles), default=(1 << 64) - 1)
+            for ai, bi in zip(a, b, strict=True)
+        ],
+        dtype=np.uint64,
+    )
+
+
+def test_signature_equals_the_definition():
+    rng = random.Random(7)
+    pool = ["w", "Word", "ÉLAN", "straße", "中文", "x1", "_", "ǅ", "a\u0301", "--", "İ", "σς"]
+    texts = ["", "one", "one two three four", "one two three four five", "a b c d e f"]
+    texts += [" ".join(rng.choices(pool, k=rng.randint(0, 40))) for _ in range(300)]
+    texts += [text(9, 3000), edited(text(9, 3000), 0.2)]  # several chunks of shingles
+    for t in texts:
+        assert set(shingle_hashes(t).tolist()) == _literal_shingles(t), t
+        assert np.array_equal(minhash_signature(t), _literal_signature(t)), t
+    hashes = shingle_hashes(text(9, 3000))
+    assert hashes.dtype == np.uint64 and np.all(hashes[1:] > hashes[:-1])  # unique, sorted
+
+
+def test_signature_reduction_at_the_modulus_edges(monkeypatch: pytest.MonkeyPatch):
+    """a*x + b at and around multiples of p = 2**61 - 1 and powers of two: the shift-and-mask
+    reduction gives ``%``'s values (0 at p, not p)."""
+    p = (1 << 61) - 1
+    x = 3
+    targets = [0, 1, p - 1, p, p + 1, 2 * p - 1, 2 * p, 1 << 61, (1 << 61) + 7, 7 * p + 5, 8 * p]
+    targets += [(1 << 63) + (1 << 61) - 1, (1 << 63) + 3 * p]
+    targets = [t for t in targets if t >= x]
+    rows = [(1, t - x) for t in targets] + [(1 << 30, 5)]
+    rows += [(1, 0)] * (NUM_PERMUTATIONS - len(rows))
+    a = np.array([[r[0]] for r in rows], dtype=np.uint64)
+    b = np.array([[r[1]] for r in rows], dtype=np.uint64)
+    monkeypatch.setattr(nd, "_A", a)
+    monkeypatch.setattr(nd, "_B", b)
+    got = signature_of_hashes(np.array([x], dtype=np.uint64))
+    assert got.tolist() == [
+        (int(ai) * x + int(bi)) % p for ai, bi in zip(a[:, 0], b[:, 0], strict=True)
+    ]
+    assert got[targets.index(p)] == 0

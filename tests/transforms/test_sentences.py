@@ -9,18 +9,26 @@ from __future__ import annotations
 import functools
 import pickle
 import random
+import re
 from collections import Counter
 from pathlib import Path
 
 import nltk.data
 import pytest
-from nltk.tokenize.punkt import PunktParameters, PunktTokenizer
+from nltk.tokenize.punkt import (
+    PunktLanguageVars,
+    PunktParameters,
+    PunktSentenceTokenizer,
+    PunktTokenizer,
+)
 
 from tests.conftest import require_corpora
 from transforms.book_text import clean_book
 from transforms.sentences import (
     PUNKT_FILES,
+    TITLES,
     PunktTables,
+    QuoteAwareLanguageVars,
     SentenceSplitter,
     _sample,
     load_punkt_parameters,
@@ -518,3 +526,102 @@ def test_training_on_the_books(tmp_path: Path):
         "The letter was for John Knightley, Esq. of Donwell, i.e. the elder brother.",
         "It was late.",
     ]
+
+
+# ---------------------------------------------------------------------------------------------
+# The fast splitter (bare regex engine, cheap tokens, list-based annotation) against the
+# straightforward one: NLTK's own tokens, patterns and generator pipeline.
+# ---------------------------------------------------------------------------------------------
+
+
+class _LiteralLanguageVars(PunktLanguageVars):
+    __slots__ = ()
+    _re_word_start = QuoteAwareLanguageVars._re_word_start
+
+
+class _LiteralTokenizer(PunktSentenceTokenizer):
+    """The splitter's decision rule written plainly (as before the speed-up)."""
+
+    titles: frozenset[str] = frozenset()
+
+    def _slices_from_text(self, text):
+        last_break = 0
+        for match, context in self._match_potential_end_contexts(text):
+            for end, next_start in self._breaks(match, context):
+                if end > last_break:
+                    yield slice(last_break, end)
+                    last_break = next_start
+        yield slice(last_break, len(text.rstrip()))
+
+    def _breaks(self, match, context):
+        after = match.group("after_tok")
+        head = context[: len(context) - len(after)]
+        next_tok = match.group("next_tok")
+        if next_tok:
+            trimmed = re.sub(r"[.?!]+[\"')\]}\u2019\u201d\xbb]*$", "", next_tok) or next_tok
+            after = after[: len(after) - len(next_tok)] + trimmed
+        tokens = list(self._annotate_tokens(self._tokenize_words(head + after)))
+        head_words = [token.tok for token in self._tokenize_words(head)]
+        if [token.tok for token in tokens[: len(head_words)]] != head_words:
+            if self.text_contains_sentbreak(context):
+                return [(match.end(), match.start("next_tok") if next_tok else match.end())]
+            return []
+        breaks = []
+        head_start, cursor = match.end() - len(head), 0
+        for index, word in enumerate(head_words):
+            cursor = head.index(word, cursor) + len(word)
+            token = tokens[index]
+            if not token.sentbreak or index + 1 >= len(tokens):
+                continue
+            if token.type_no_period.lstrip("\"'“‘«(") in self.titles:
+                continue
+            following = head_words[index + 1] if index + 1 < len(head_words) else ""
+            if following and re.fullmatch(r"[.?!…\"')\]}\u2019\u201d\xbb]+", following):
+                continue
+            end = head_start + cursor
+            if end == match.end():
+                breaks.append((end, match.start("next_tok") if next_tok else end))
+            elif re.compile(r"[^\w]*(\w?)").match(head, cursor)[1].isupper():
+                breaks.append((end, end))
+        return breaks
+
+
+def _literal_splitter(params: PunktParameters, titles: frozenset[str]):
+    tokenizer = _LiteralTokenizer(params, lang_vars=_LiteralLanguageVars())
+    tokenizer.titles = titles
+
+    def split(text: str) -> list[str]:
+        sentences = (re.sub(r"\s+", " ", s).strip() for s in tokenizer.tokenize(text))
+        return [s for s in sentences if s]
+
+    return split
+
+
+_PIECES = [
+    "Mr.", "Dr.", "Mrs.", "etc.", "e.g.", "U.S.", "1.", "12.", "...", "!", "?", "!!", "--", "“",
+    "”", "‘", "’", "«", "»", "(", ")", '"', "'", "a", "The", "the", "However", "Smith.", "J.",
+    "St.", "no.", "x!", "y?", "\n", "\n\n", "Jan.", "5th.", "a.m.", ";", ":", "Darcy", "élan",
+    "ÉLAN.", "3.14", "-", "—", "…", "[1]", "Guest",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("titles", [TITLES, frozenset()])
+def test_fast_splitter_equals_the_literal_one(titles: frozenset[str]):
+    rng = random.Random(20261201)
+    texts = [
+        "".join(rng.choice(_PIECES) + rng.choice(["", " ", " ", "  "]) for _ in range(n))
+        for n in (rng.randint(1, 30) for _ in range(1000))
+    ]
+    texts += synthetic_corpus(30)
+    for params in (hand_params(), PunktParameters()):
+        splitter = SentenceSplitter(params, titles=titles)
+        literal = _literal_splitter(splitter.tables.to_parameters(), titles)
+        for text in texts:
+            assert splitter.split(text) == literal(text), repr(text)
+
+
+def test_fast_splitter_equals_the_literal_one_on_a_book():
+    splitter = english_splitter()
+    literal = _literal_splitter(splitter.tables.to_parameters(), TITLES)
+    for paragraph in book("1342-0.txt")[:1500]:
+        assert splitter.split(paragraph) == literal(paragraph)

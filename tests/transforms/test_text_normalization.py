@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import random
+import re
 import unicodedata
 
 import pytest
@@ -90,3 +92,38 @@ def test_content_hash_casefolds_beyond_lower():
 def test_content_hash_differs_on_content():
     assert content_hash("one two") != content_hash("one two.")
     assert content_hash("one two") != content_hash("onetwo")
+
+
+# ---------------------------------------------------------------------------------------------
+# The fast paths (skipped steps, str.split for whitespace) against the rules applied literally.
+
+_LITERAL_LINE_BREAKS = re.compile(r"\r\n|[\r\v\f\x85\u2028\u2029]")
+_LITERAL_REMOVED = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\ufeff\u00ad\u200b\u2060]")
+
+
+def _literal_normalize(text: str) -> str:
+    text = _LITERAL_LINE_BREAKS.sub("\n", text)
+    text = _LITERAL_REMOVED.sub("", text.replace("\t", " "))
+    text = unicodedata.normalize("NFC", text)
+    lines = [re.sub(r"[^\S\n]+", " ", line).strip() for line in text.split("\n")]
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip("\n")
+
+
+def _literal_content_hash(text: str) -> str:
+    folded = re.sub(r"\s+", " ", _literal_normalize(text).casefold()).strip()
+    return hashlib.sha256(folded.encode("utf-8")).hexdigest()
+
+
+_POOL = (
+    "ab Z.\t\n\r\v\f\x85\u2028\u2029\x00\x07\x1c\x1f\x7f\x9b\ufeff\u00ad\u200b\u2060\u200c\u200d"
+    "\u00a0\u2003\u3000\u1680e\u0301\u0327\u0308AÅΣσßẞ\ufb01İ中\u212b\u2126"
+)
+
+
+def test_fast_paths_equal_the_literal_rules():
+    rng = random.Random(20261201)
+    texts = ["".join(rng.choices(_POOL, k=rng.randint(0, 24))) for _ in range(20_000)]
+    texts += ["plain ascii text", "two  spaces", "tail \n\n\n\n", "é\u0301", "\u2028x\r\n\r\ny"]
+    for text in texts:
+        assert normalize_text(text) == _literal_normalize(text), repr(text)
+        assert content_hash(text) == _literal_content_hash(text), repr(text)
