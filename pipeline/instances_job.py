@@ -247,14 +247,15 @@ def build_pipeline(
     )
 
 
-def _counter_values(result) -> dict[str, int]:
+def _counter_values(result, label: str) -> dict[str, int]:
+    """This job's bertprep counters (those of steps under ``label``)."""
     out: dict[str, int] = {}
     try:
         counters = result.metrics().query()["counters"]
     except Exception:  # a runner without metrics support: reconcile from files only
         return out
     for c in counters:
-        if c.key.metric.namespace == NAMESPACE:
+        if c.key.metric.namespace == NAMESPACE and f"{label}/" in c.key.step:
             value = c.committed if c.committed is not None else c.attempted
             out[c.key.metric.name] = out.get(c.key.metric.name, 0) + int(value or 0)
     return out
@@ -366,6 +367,19 @@ def build_manifest(
     }
 
 
+class _InstancesBranch(beam.PTransform):
+    """One instances job as a branch of a pipeline that may hold several (e.g. the train and
+    eval sides of a phase): one runner start-up for all of them."""
+
+    def __init__(self, config, files, vocab, settings) -> None:
+        super().__init__()
+        self._args = (config, files, vocab, settings)
+
+    def expand(self, pbegin):
+        build_pipeline(pbegin, *self._args)
+        return beam.pvalue.PDone(pbegin.pipeline)
+
+
 def run_instances_job(
     config: InstancesJobConfig,
     pipeline_options: PipelineOptions,
@@ -376,27 +390,50 @@ def run_instances_job(
     Raises JobConfigError before any work for bad settings, NoInstancesError when nothing could be
     produced, ReconciliationError when worker counts and output files disagree.
     """
-    vocab, settings = check_config(config)
-    files = expand_inputs(config.inputs)
-    progress(f"{len(files)} input file(s), {sum(f.size_bytes for f in files):,} bytes")
-    if not FileSystems.exists(config.output):
-        FileSystems.mkdirs(config.output)
-    _remove_previous_output(config)
+    return run_instances_jobs([config], pipeline_options, progress)[0]
+
+
+def run_instances_jobs(
+    configs: list[InstancesJobConfig],
+    pipeline_options: PipelineOptions,
+    progress: Callable[[str], None] = LOG.info,
+) -> list[dict]:
+    """Runs several instances jobs (distinct outputs) in one Beam pipeline; each is checked,
+    reconciled and gets its manifest exactly as if it ran alone. Returns the manifests."""
+    prepared = []
+    for config in configs:
+        vocab, settings = check_config(config)
+        files = expand_inputs(config.inputs)
+        progress(f"{len(files)} input file(s), {sum(f.size_bytes for f in files):,} bytes")
+        if not FileSystems.exists(config.output):
+            FileSystems.mkdirs(config.output)
+        _remove_previous_output(config)
+        prepared.append((config, files, vocab, settings))
 
     started = time.monotonic()
     p = beam.Pipeline(options=pipeline_options)
-    build_pipeline(p, config, files, vocab, settings)
+    for i, args in enumerate(prepared):
+        label = "Job" if len(prepared) == 1 else f"Job{i}"
+        p | label >> _InstancesBranch(*args)
     result = p.run()
     result.wait_until_finish()
     elapsed = time.monotonic() - started
+    manifests = []
+    for i, (config, files, vocab, _) in enumerate(prepared):
+        label = "Job" if len(prepared) == 1 else f"Job{i}"
+        manifests.append(_finish(config, files, vocab, result, label, elapsed))
+    return manifests
 
+
+def _finish(config, files, vocab, result, label: str, elapsed: float) -> dict:
+    """Reconciles one job's counts with its files and writes its manifest."""
     result_path = FileSystems.join(config.output, _RESULT)
     outcome = read_json(result_path)
     FileSystems.delete([result_path])
     _remove_spills(config.output)
     shards, stats = outcome["shards"], outcome["stats"]
 
-    counters = _counter_values(result)
+    counters = _counter_values(result, label)
     written = sum(s["records"] for s in shards)
     if len(shards) != config.num_shards:
         raise ReconciliationError(f"expected {config.num_shards} shards, found {len(shards)}")

@@ -95,7 +95,7 @@ def run_all(
     """Runs (or skips) every stage and writes ``run_summary.json``; returns the summary."""
     from pipeline.clean_job import CleanJobConfig, run_clean_job
     from pipeline.input_files import expand_inputs
-    from pipeline.instances_job import InstancesJobConfig, run_instances_job
+    from pipeline.instances_job import InstancesJobConfig, run_instances_jobs
     from pipeline.split_job import run_split_job
     from pipeline.tokenize_job import INDEX_PATTERN, run_tokenize_job
     from pipeline.vocab_job import VocabJobConfig, run_vocab_job
@@ -227,31 +227,31 @@ def run_all(
         phase_fp = fingerprint("phase", tokens_fp, asdict(phase), config.seed)
 
         def make_phase(phase=phase, phase_dir=phase_dir) -> dict:
-            results = {}
+            jobs = {}
             for side, shards in (("train", phase.num_shards), ("eval", phase.eval_num_shards)):
                 if split_details["documents"].get(side, 0) == 0:
                     progress(f"phase:{phase.name}: no {side} documents, no {side} shards")
                     continue
-                manifest = run_instances_job(
-                    InstancesJobConfig(
-                        inputs=[FileSystems.join(tokens_dir, side, INDEX_PATTERN)],
-                        pretokenized=True,
-                        vocab=vocab_path,
-                        output=FileSystems.join(phase_dir, side),
-                        max_seq_length=phase.max_seq_length,
-                        max_predictions_per_seq=phase.max_predictions_per_seq,
-                        masked_lm_prob=phase.masked_lm_prob,
-                        dupe_factor=phase.dupe_factor if side == "train" else 1,
-                        short_seq_prob=phase.short_seq_prob,
-                        seed=config.seed,
-                        num_shards=shards,
-                        do_lower_case=config.vocab.lowercase,
-                        whole_word_mask=phase.whole_word_mask,
-                        allow_prediction_cap=phase.allow_prediction_cap,
-                    ),
-                    options_for(),
-                    progress,
+                jobs[side] = InstancesJobConfig(
+                    inputs=[FileSystems.join(tokens_dir, side, INDEX_PATTERN)],
+                    pretokenized=True,
+                    vocab=vocab_path,
+                    output=FileSystems.join(phase_dir, side),
+                    max_seq_length=phase.max_seq_length,
+                    max_predictions_per_seq=phase.max_predictions_per_seq,
+                    masked_lm_prob=phase.masked_lm_prob,
+                    dupe_factor=phase.dupe_factor if side == "train" else 1,
+                    short_seq_prob=phase.short_seq_prob,
+                    seed=config.seed,
+                    num_shards=shards,
+                    do_lower_case=config.vocab.lowercase,
+                    whole_word_mask=phase.whole_word_mask,
+                    allow_prediction_cap=phase.allow_prediction_cap,
                 )
+            # Both sides in one pipeline: one runner start-up per phase.
+            manifests = run_instances_jobs(list(jobs.values()), options_for(), progress)
+            results = {}
+            for side, manifest in zip(jobs, manifests, strict=True):
                 t = manifest["totals"]
                 results[side] = {
                     "instances": t["instances"],
