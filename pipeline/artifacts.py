@@ -57,7 +57,7 @@ def write_bytes_atomically(path: str, data: bytes) -> None:
     Side-effect files of DoFns use this with deterministic names: a retried bundle rewrites the
     same content under the same name, so retries neither duplicate nor lose data.
     """
-    temp = f"{path}.partial-{uuid.uuid4().hex[:12]}"
+    temp = temporary_name(path)
     with FileSystems.create(temp) as f:
         f.write(data)
     commit(temp, path)
@@ -96,31 +96,51 @@ def read_parquet(path: str, columns: list[str] | None = None):
         return pq.read_table(f, columns=columns)
 
 
-class RejectsPart:
-    """Reject dicts streamed as JSON lines to one part file, committed by ``close()``.
+def temporary_name(path: str) -> str:
+    """An attempt-unique name beside ``path`` under which a file is written before ``commit``;
+    no consumer's pattern matches it, so a half-written file is never read."""
+    return f"{path}.partial-{uuid.uuid4().hex[:12]}"
 
-    Until then they sit under a temporary name, so a failed attempt leaves nothing a reader
-    trusts; ``MergeRejectParts`` concatenates committed parts in name order into rejects.jsonl.
-    """
+
+class TextPart:
+    """A UTF-8 text file streamed under a temporary name (opened on the first write) and
+    committed by ``close()``; a part nothing was written to leaves no file."""
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self._temp = f"{path}.partial-{uuid.uuid4().hex[:12]}"
+        self._temp = temporary_name(path)
         self._file = None
-        self.count = 0
 
-    def write(self, reject: dict) -> None:
+    def write(self, text: str) -> None:
         if self._file is None:
             self._file = FileSystems.create(self._temp)
-        line = json.dumps(reject, sort_keys=True, ensure_ascii=False) + "\n"
-        self._file.write(line.encode("utf-8"))
-        self.count += 1
+        self._file.write(text.encode("utf-8"))
 
     def close(self) -> None:
         if self._file is not None:
             self._file.close()
             self._file = None
             commit(self._temp, self.path)
+
+    def abandon(self) -> None:
+        """Closes and deletes the temporary file: nothing is committed."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+            FileSystems.delete([self._temp])
+
+
+class RejectsPart(TextPart):
+    """Reject dicts streamed as JSON lines to one part file, committed by ``close()``;
+    ``merge_reject_parts`` concatenates committed parts in name order into rejects.jsonl."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path)
+        self.count = 0
+
+    def write(self, reject: dict) -> None:  # type: ignore[override]
+        super().write(json.dumps(reject, sort_keys=True, ensure_ascii=False) + "\n")
+        self.count += 1
 
 
 def merge_reject_parts(pattern: str, output: str) -> int:

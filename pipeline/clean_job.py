@@ -217,7 +217,6 @@ def _remove_previous_output(output: str) -> None:
         "documents-*.parquet",
         "text/part-*.txt",
         "punkt/*",
-        f"{STAGING}/*",
         MANIFEST,
         "rejects.jsonl",
     ):

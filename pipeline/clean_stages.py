@@ -18,7 +18,6 @@ files (``.staging/rejects-*.jsonl``) merged in name order at the end.
 
 from __future__ import annotations
 
-import uuid
 from collections import Counter
 from dataclasses import dataclass
 
@@ -29,7 +28,7 @@ from apache_beam.io.filesystems import FileSystems
 from pipeline.artifacts import (
     ParquetPart,
     RejectsPart,
-    commit,
+    TextPart,
     iter_parquet_rows,
     read_parquet,
     write_bytes_atomically,
@@ -280,8 +279,7 @@ class BandCandidatesFn(CountingDoFn):
         tables = []
         for unit, chunk, documents in sorted(chunks):
             hashes = read_band(self._staging, band, unit, chunk, documents)
-            locations = [dk.location(unit, chunk, r) for r in range(documents)]
-            tables.append(dk.pack_band(hashes, np.asarray(locations, dtype=np.int64)))
+            tables.append(dk.pack_band(hashes, dk.chunk_locations(unit, chunk, documents)))
         yield dk.candidate_pairs(tables).tobytes()
 
 
@@ -396,7 +394,7 @@ class FinishChunkFn(CountingDoFn):
             FileSystems.join(self._output, f"documents-{name}.parquet"), documents_schema()
         )
         text = (
-            _TextPart(FileSystems.join(self._output, "text", f"part-{name}.txt"))
+            TextPart(FileSystems.join(self._output, "text", f"part-{name}.txt"))
             if self._export_text
             else None
         )
@@ -447,26 +445,6 @@ class FinishChunkFn(CountingDoFn):
             "title": doc["title"],
             "sentences": sentences,
         }
-
-
-class _TextPart:
-    """A UTF-8 text file streamed under a temporary name and committed by ``close()``."""
-
-    def __init__(self, path: str) -> None:
-        self._path = path
-        self._temp = f"{path}.partial-{uuid.uuid4().hex[:12]}"
-        self._file = FileSystems.create(self._temp)
-
-    def write(self, text: str) -> None:
-        self._file.write(text.encode("utf-8"))
-
-    def close(self) -> None:
-        self._file.close()
-        commit(self._temp, self._path)
-
-    def abandon(self) -> None:
-        self._file.close()
-        FileSystems.delete([self._temp])
 
 
 def documents_schema():

@@ -37,6 +37,10 @@ def fingerprint(*parts: object) -> str:
     return hashlib.sha256(data).hexdigest()[:16]
 
 
+class EmptyTokensError(RuntimeError):
+    """The tokenize stage kept no training document; the message says where the rejects are."""
+
+
 @dataclass
 class StageResult:
     name: str
@@ -219,7 +223,15 @@ def run_all(
             for side, m in manifests.items()
         }
 
-    runner.stage("tokenize", tokens_dir, tokens_fp, tokenize)
+    tokens_details = runner.stage("tokenize", tokens_dir, tokens_fp, tokenize)
+    if split_details["documents"].get("train", 0) and not tokens_details.get("train", {}).get(
+        "documents"
+    ):
+        raise EmptyTokensError(
+            f"none of the {split_details['documents']['train']:,} training documents has a "
+            "sentence that tokenizes to at least one token (see "
+            f"{FileSystems.join(tokens_dir, 'train', 'rejects.jsonl')})"
+        )
 
     phase_rows = []
     for phase in config.phases:
@@ -229,7 +241,7 @@ def run_all(
         def make_phase(phase=phase, phase_dir=phase_dir) -> dict:
             jobs = {}
             for side, shards in (("train", phase.num_shards), ("eval", phase.eval_num_shards)):
-                if split_details["documents"].get(side, 0) == 0:
+                if not tokens_details.get(side, {}).get("documents"):
                     progress(f"phase:{phase.name}: no {side} documents, no {side} shards")
                     continue
                 jobs[side] = InstancesJobConfig(

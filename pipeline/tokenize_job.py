@@ -15,6 +15,7 @@ from pipeline.artifacts import (
     delete_matching,
     matching_paths,
     merge_reject_parts,
+    parquet_rows,
     read_json,
     write_json,
     write_json_atomically,
@@ -37,8 +38,6 @@ def run_tokenize_job(
 ) -> dict[str, dict]:
     """Tokenizes, for each side, the documents files at ``pattern`` into ``output`` (``sides``
     maps a name to (pattern, output)), all in one pipeline; returns each side's manifest."""
-    from pipeline.artifacts import parquet_rows
-
     vocab = Vocab.from_file(vocab_path)
     work = []
     for name, (pattern, output) in sorted(sides.items()):

@@ -34,6 +34,13 @@ def location(unit: int, chunk: int, row: int) -> int:
     return (unit << (ROW_BITS + CHUNK_BITS)) | (chunk << ROW_BITS) | row
 
 
+def chunk_locations(unit: int, chunk: int, rows: int) -> np.ndarray:
+    """int64 locations of rows ``0..rows-1`` of a chunk."""
+    if rows > MAX_ROWS_PER_CHUNK + 1:
+        raise ValueError(f"a chunk holds at most {MAX_ROWS_PER_CHUNK + 1} rows, not {rows}")
+    return location(unit, chunk, 0) + np.arange(rows, dtype=np.int64)
+
+
 def chunk_of(loc: int) -> tuple[int, int]:
     """(unit, chunk) of a location."""
     return loc >> (ROW_BITS + CHUNK_BITS), (loc >> ROW_BITS) & MAX_CHUNKS_PER_UNIT

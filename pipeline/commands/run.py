@@ -45,7 +45,7 @@ def run(args: argparse.Namespace, beam_args: list[str]) -> int:
     from pipeline.input_files import NoInputFilesError
     from pipeline.instances_job import JobConfigError, NoInstancesError
     from pipeline.run_config import ConfigError, load_run_config
-    from pipeline.run_job import format_summary, run_all
+    from pipeline.run_job import EmptyTokensError, format_summary, run_all
     from pipeline.vocab_job import VocabJobError
 
     progress = progress_printer("run")
@@ -64,6 +64,7 @@ def run(args: argparse.Namespace, beam_args: list[str]) -> int:
         JobConfigError,
         NoInstancesError,
         VocabJobError,
+        EmptyTokensError,
     ) as e:
         print(f"bertprep run: error: {e}", file=sys.stderr)
         return 2

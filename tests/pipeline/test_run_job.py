@@ -195,3 +195,32 @@ def test_phases_read_the_token_files_in_place_keyed_by_document_id(tmp_path):
     assert sorted(indexed) == split_ids(out, "train")
     assert sum(tokens["files"].values()) == len(indexed) == manifest["totals"]["documents"]
     assert summary["phases"][0]["train"]["instances"] == manifest["totals"]["instances"]
+
+
+def test_documents_that_tokenize_to_nothing_are_a_clear_error(tmp_path, monkeypatch):
+    from pipeline.run_job import EmptyTokensError
+    from tests.conftest import require_corpora
+
+    monkeypatch.setenv("NLTK_DATA", str(require_corpora("nltk_data")))
+    corpus = tmp_path / "marks.jsonl"
+    # Combining accents alone: words to the cleaner, nothing once lower-cased and stripped.
+    corpus.write_text(
+        "".join(json.dumps({"text": " ".join(["\u0301"] * n)}) + "\n" for n in (30, 31, 32))
+    )
+    config = load_run_config(
+        SAMPLE,
+        [
+            f"output={tmp_path / 'out'}",
+            "inputs.wikipedia=[]",
+            "inputs.books=[]",
+            f"inputs.jsonl=[{corpus}]",
+            "clean.dedup=none",
+            "eval.fraction=0",
+            f"vocab.path={ROOT / 'sample' / 'vocab.txt'}",
+        ],
+    )
+    options = lambda: make_pipeline_options(["--direct_running_mode=in_memory"])  # noqa: E731
+    with pytest.raises(EmptyTokensError, match="none of the 3 training documents"):
+        run_all(config, options, progress=lambda m: None)
+    rejects = (tmp_path / "out" / "tokens" / "train" / "rejects.jsonl").read_text().splitlines()
+    assert len(rejects) == 3 and all("dropped_empty_document" in r for r in rejects)
