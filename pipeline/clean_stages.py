@@ -132,7 +132,9 @@ class StageDocumentsFn(CountingDoFn):
                 if row is None:
                     continue
                 if chunk is None:
-                    chunk = _ChunkWriter(self, unit_index, number)
+                    chunk = _ChunkWriter(
+                        self._staging, self._dedup, self._punkt_seed, unit_index, number
+                    )
                 chunk.add(row)
                 if chunk.documents >= self._chunk_documents or chunk.size >= self._chunk_bytes:
                     yield from chunk.close()
@@ -169,13 +171,15 @@ class _ChunkWriter:
 
     BATCH = 256
 
-    def __init__(self, fn: StageDocumentsFn, unit: int, chunk: int) -> None:
+    def __init__(
+        self, staging: str, dedup: str, punkt_seed: int | None, unit: int, chunk: int
+    ) -> None:
         self.unit, self.chunk = unit, chunk
-        self.near = fn._dedup == "near"
-        self.exact = fn._dedup in ("exact", "near")
-        self.punkt_seed = fn._punkt_seed
-        self.staging = fn._staging
-        self.part = ParquetPart(chunk_path(fn._staging, unit, chunk), _staged_schema(self.near))
+        self.near = dedup == "near"
+        self.exact = dedup in ("exact", "near")
+        self.punkt_seed = punkt_seed
+        self.staging = staging
+        self.part = ParquetPart(chunk_path(staging, unit, chunk), _staged_schema(self.near))
         self.documents = 0
         self.size = 0
         self.batch: list[dict] = []

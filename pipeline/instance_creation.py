@@ -79,7 +79,7 @@ class ExpandDupePassesFn(CountingDoFn):
 class BucketSlicesFn(CountingDoFn):
     """A token index file → (bucket, RefTable of that file's documents in the bucket) per bucket
     it touches, and the tokenize counts of its documents. The bucket count is fixed up front
-    (from the token manifest), so documents are assigned where they are read."""
+    (from the index files' row counts), so documents are assigned where they are read."""
 
     def __init__(self, seed: int, num_buckets: int) -> None:
         self._seed = seed
