@@ -8,10 +8,12 @@ FROM apache/beam_python3.11_sdk:2.77.0
 
 WORKDIR /opt/bertprep
 COPY setup.py pyproject.toml README.md ./
+# Exactly setup.py's PACKAGES (tests/test_worker_image.py checks it and installs these files alone).
+COPY pipeline ./pipeline
 COPY transforms ./transforms
 COPY tokenizer ./tokenizer
-COPY pipeline ./pipeline
 COPY trainer ./trainer
+COPY shards ./shards
 # Runtime dependencies only (no TensorFlow on Beam workers: it costs ~550 MB per process).
 RUN pip install --no-cache-dir ".[gcp]" \
  && python -c "import pipeline.cli, tokenizers, google_crc32c; print('bertprep worker ok')"

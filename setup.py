@@ -7,6 +7,9 @@ whole environment (including test and training tools) for local use and CI.
 
 from setuptools import find_packages, setup
 
+PACKAGES = ["pipeline", "transforms", "tokenizer", "trainer", "shards"]
+"""The top-level packages: setup.py installs them, the Dockerfile copies exactly these."""
+
 RUNTIME = [
     "apache-beam==2.77.0",
     "tokenizers==0.23.3",
@@ -45,9 +48,7 @@ setup(
     version="0.1.0",
     description="BERT pretraining data preparation: clean, vocab, instances, shards, trainer.",
     python_requires=">=3.10,<3.13",
-    packages=find_packages(
-        include=["pipeline*", "transforms*", "tokenizer*", "trainer*", "shards*"]
-    ),
+    packages=find_packages(include=[f"{name}*" for name in PACKAGES]),
     install_requires=RUNTIME,
     extras_require=EXTRAS,
     entry_points={"console_scripts": ["bertprep=pipeline.cli:main"]},

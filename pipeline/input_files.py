@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import posixpath
 from dataclasses import asdict, dataclass
 
 from apache_beam.io.filesystems import FileSystems
@@ -28,12 +27,18 @@ class InputFile:
 
 
 def _common_dir(paths: list[str]) -> str:
-    dirs = [posixpath.dirname(p.replace(os.sep, "/")) for p in paths]
-    common = posixpath.commonpath(dirs) if all(d.startswith("/") for d in dirs) else ""
-    if not common:
-        prefix = os.path.commonprefix(dirs)
-        common = prefix[: prefix.rfind("/") + 1].rstrip("/") if "/" in prefix else ""
-    return common
+    """The deepest directory that contains every path, compared component by component, so
+    ``gs://b/books/x.txt`` and ``gs://b/books/y.txt`` share ``gs://b/books`` exactly as
+    ``/data/books/x.txt`` and ``/data/books/y.txt`` share ``/data/books``."""
+    split = [p.replace(os.sep, "/").split("/")[:-1] for p in paths]
+    if not split:
+        return ""
+    common: list[str] = []
+    for parts in zip(*split, strict=False):
+        if any(part != parts[0] for part in parts):
+            break
+        common.append(parts[0])
+    return "/".join(common)
 
 
 def expand_inputs(patterns: list[str]) -> list[InputFile]:

@@ -67,7 +67,10 @@ def is_dir(path: str) -> bool:
         import os
 
         return os.path.isdir(path)
-    return fs.exists(path.rstrip("/") + "/") and not fs.match([path])[0].metadata_list
+    if fs.match([path])[0].metadata_list:
+        return False  # an object of that name
+    # Object stores have no directories: a prefix with objects under it stands for one.
+    return bool(fs.match([path.rstrip("/") + "/*"], limits=[1])[0].metadata_list)
 
 
 def expand_shard_paths(patterns: Sequence[str]) -> list[str]:
