@@ -138,8 +138,8 @@ def prepare(config: TrainConfig) -> Prepared:
 
 def check_outputs(config: TrainConfig) -> None:
     """The files the run needs besides the shards: ``vocab`` (exported with the encoder) must be
-    a readable, non-empty file, and ``out`` must be a directory this process can write to.
-    Raises ConfigMismatchError naming the path."""
+    a readable, non-empty file, and ``out`` must be (or be creatable in) a directory this process
+    can write to. Nothing is created. Raises ConfigMismatchError naming the path."""
     if config.vocab:
         if not tf.io.gfile.exists(config.vocab) or tf.io.gfile.isdir(config.vocab):
             raise ConfigMismatchError(f"vocab {config.vocab}: no such file")
@@ -150,19 +150,16 @@ def check_outputs(config: TrainConfig) -> None:
             raise ConfigMismatchError(f"vocab {config.vocab}: cannot be read ({e.message})") from e
         if not head.strip():
             raise ConfigMismatchError(f"vocab {config.vocab}: the file is empty")
-    out = config.out.rstrip("/")
-    probe = f"{out}/.write-test-{os.getpid()}"
-    try:
-        if tf.io.gfile.exists(out) and not tf.io.gfile.isdir(out):
-            raise ConfigMismatchError(f"output directory {config.out}: a file is in the way")
-        tf.io.gfile.makedirs(out)
-        with tf.io.gfile.GFile(probe, "w") as f:
-            f.write("")
-        tf.io.gfile.remove(probe)
-    except tf.errors.OpError as e:
-        raise ConfigMismatchError(
-            f"output directory {config.out}: not writable ({e.message})"
-        ) from e
+    out = config.out.rstrip("/") or "/"
+    if "://" in out:  # object storage: writability shows at the first checkpoint
+        return
+    existing = os.path.abspath(out)
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise ConfigMismatchError(f"output directory {config.out}: {existing} is not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigMismatchError(f"output directory {config.out}: {existing} is not writable")
 
 
 def make_train_loop(

@@ -85,9 +85,14 @@ def closest_option(name: str, known: Iterable[str]) -> str | None:
     """The known option spelled most like ``name`` (``-`` and ``_`` count as the same), if any
     is close."""
     known = sorted(set(known))
-    by_key = {k.replace("_", "-"): k for k in known}
+    by_key: dict[str, list[str]] = {}
+    for k in known:
+        by_key.setdefault(k.replace("_", "-"), []).append(k)
     close = difflib.get_close_matches(name.replace("_", "-"), list(by_key), n=1, cutoff=0.6)
-    return by_key[close[0]] if close else None
+    if not close:
+        return None
+    # Of the spellings of that option, the one written like the user's (--a-b or --a_b).
+    return max(by_key[close[0]], key=lambda k: difflib.SequenceMatcher(None, name, k).ratio())
 
 
 def parser_options(parser: argparse.ArgumentParser) -> list[str]:
