@@ -252,6 +252,10 @@ def test_reference_command_line_matches_native_flags(
     reference, ours = _stats(capsys, ref_dir), _stats(capsys, native)
     assert reference["records"] == ours["records"] > 0
     assert reference == ours  # instance count, lengths, masks, tokens: every statistic
+    native_manifest = json.loads((native / "manifest.json").read_text())
+    assert [s["content_sha256"] for s in manifest["shards"]] == [
+        s["content_sha256"] for s in native_manifest["shards"]
+    ]  # the same shards, byte for byte, under the given names
     assert main(["validate", str(ref_dir), "--workers", "1"]) == 0
 
 
