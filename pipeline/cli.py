@@ -96,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     _quiet_logging("-v" in argv or "--verbose" in argv)
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
+    extra = [a for a in extra if a not in ("-v", "--verbose")]  # taken anywhere on the line
     from pipeline.commands.common import parser_options
 
     command = _subcommand_parser(parser, args.command)

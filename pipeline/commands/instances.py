@@ -165,6 +165,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="as --do-lower-case / --no-do-lower-case",
     )
     compat.add_argument(
+        "--nodo_lower_case",
+        dest="do_lower_case",
+        action="store_false",
+        default=argparse.SUPPRESS,
+        help="as --no-do-lower-case (absl's spelling of --do_lower_case=False)",
+    )
+    compat.add_argument(
         "--do_whole_word_mask",
         dest="whole_word_mask",
         type=parse_bool,

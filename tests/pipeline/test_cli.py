@@ -139,6 +139,12 @@ def test_unknown_options_on_every_beam_command(tmp_path, capsys):
             "--vocab-size",
         ),
         (["run", "--config", "x.yaml", "--forse", "vocab"], "--forse", "--force"),
+        (["stats", "x.tfrecord", "--workrs", "1"], "--workrs", "--workers"),
+        (
+            ["train", "--data", "x", "--out", "y", "--warmup_steps", "1"],
+            "--warmup_steps",
+            "--warmup-steps",
+        ),
     ):
         code = main(argv)
         err = capsys.readouterr().err
@@ -275,6 +281,8 @@ def test_reference_flag_values_and_conflicts(tmp_path, capsys):
     c = config(*base, "--output_file=x.tfrecord", "--do_whole_word_mask")
     assert c.output == "." and c.whole_word_mask and c.do_lower_case
     assert config(*base, "--output", "o").num_shards == 256
+    assert config(*base, "--output", "o", "--nodo_lower_case").do_lower_case is False
+    assert config(*base, "--output", "o", "--do_lower_case", "false").do_lower_case is False
     for argv, message in (
         (["--output_file=a/x.tfrecord,b/y.tfrecord"], "must be in one directory"),
         (["--output_file=x.tfrecord", "--output", "o"], "not both"),
