@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 
+from apache_beam.options import pipeline_options as beam_po
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
 
 UNSAFE_DIRECT_MODE = "multi_threading"
@@ -11,6 +13,58 @@ UNSAFE_DIRECT_MODE = "multi_threading"
 
 class UnsafeRunnerModeError(ValueError):
     """The requested runner mode is known to lose records."""
+
+
+class BeamOptionError(ValueError):
+    """An argument is not a Beam pipeline option Beam knows, or has a value Beam rejects."""
+
+    def __init__(self, message: str, option: str | None = None) -> None:
+        super().__init__(message)
+        self.option = option
+
+
+class _StrictParser(beam_po._BeamArgumentParser):
+    """Beam's own option parser, raising instead of exiting."""
+
+    def error(self, message: str):  # type: ignore[override]
+        raise BeamOptionError(message)
+
+
+def _option_classes() -> list[type]:
+    """Every registered PipelineOptions subclass (at any depth), one per class name, in the order
+    Beam itself registers them (``PipelineOptions.get_all_options`` uses direct subclasses)."""
+    seen: dict[str, type] = {}
+    stack = list(PipelineOptions.__subclasses__())
+    while stack:
+        cls = stack.pop(0)
+        seen.setdefault(str(cls), cls)
+        stack.extend(cls.__subclasses__())
+    return list(seen.values())
+
+
+def beam_parser() -> argparse.ArgumentParser:
+    """An argument parser holding exactly the flags of Beam's registered pipeline options."""
+    parser = _StrictParser(allow_abbrev=False, add_help=False)
+    for cls in _option_classes():
+        try:
+            cls._add_argparse_args(parser)  # the hook Beam's get_all_options calls
+        except argparse.ArgumentError:  # a subclass re-registering a flag: Beam keeps the first
+            continue
+    return parser
+
+
+def beam_option_names() -> list[str]:
+    """Every ``--flag`` spelling of Beam's registered pipeline options."""
+    return [s for a in beam_parser()._actions for s in a.option_strings if s.startswith("--")]
+
+
+def unknown_beam_arguments(beam_args: list[str]) -> list[str]:
+    """The arguments Beam's pipeline options would silently ignore (unknown flags, stray values).
+
+    Raises BeamOptionError when a known Beam flag has a value Beam rejects.
+    """
+    _, unknown = beam_parser().parse_known_args(beam_args)
+    return unknown
 
 
 def make_pipeline_options(beam_args: list[str]) -> PipelineOptions:

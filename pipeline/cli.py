@@ -41,17 +41,73 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _subcommand_parser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return action.choices[name]
+    raise KeyError(name)
+
+
+def unknown_argument_error(
+    command: str, extra: list[str], ours: list[str], takes_beam_options: bool
+) -> str | None:
+    """Why ``extra`` (what the command's parser did not take) cannot be accepted, or None.
+
+    A command that runs a Beam pipeline passes on exactly the flags of Beam's registered pipeline
+    options; anything else (a misspelt option, a stray value) is an error naming it and the
+    nearest known option, so that nothing is silently ignored.
+    """
+    from pipeline.commands.common import closest_option
+
+    if not extra:
+        return None
+    beam_names: list[str] = []
+    unknown = extra
+    if takes_beam_options:
+        from pipeline.beam_options import BeamOptionError, beam_option_names, unknown_beam_arguments
+
+        try:
+            unknown = unknown_beam_arguments(extra)
+        except BeamOptionError as e:
+            return f"Beam pipeline option {e}"
+        if not unknown:
+            return None
+        beam_names = beam_option_names()
+    options = [a.split("=", 1)[0] for a in unknown if a.startswith("-")]
+    if not options:
+        return f"unexpected argument(s): {' '.join(unknown)}"
+    name = options[0]
+    close = closest_option(name, ours) or closest_option(name, beam_names)
+    hint = f" (did you mean {close}?)" if close else ""
+    kind = (
+        "an option of this command or a Beam pipeline option"
+        if takes_beam_options
+        else "an option of this command"
+    )
+    more = f"; also unknown: {' '.join(options[1:])}" if len(options) > 1 else ""
+    return f"unknown option {name}{hint}: not {kind} (see bertprep {command} --help){more}"
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: parses known flags; unknown ``--flags`` are passed to Beam as pipeline options."""
+    """Entry point. Options the command does not define must be Beam pipeline options (for the
+    commands that run a pipeline), passed on to Beam; anything else exits 2 naming it."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     argv = sys.argv[1:] if argv is None else argv
     _quiet_logging("-v" in argv or "--verbose" in argv)
     parser = build_parser()
-    args, beam_args = parser.parse_known_args(argv)
-    stray = [a for a in beam_args if not a.startswith("-") and "=" not in a]
-    if beam_args and not beam_args[0].startswith("-"):
-        parser.error(f"unexpected argument(s): {' '.join(stray)}")
-    return args.run(args, beam_args)
+    args, extra = parser.parse_known_args(argv)
+    extra = [a for a in extra if a not in ("-v", "--verbose")]  # taken anywhere on the line
+    from pipeline.commands.common import parser_options
+
+    command = _subcommand_parser(parser, args.command)
+    takes_beam = getattr(args, "beam_options", False)
+    problem = unknown_argument_error(
+        args.command, extra, parser_options(command) + parser_options(parser), takes_beam
+    )
+    if problem:
+        print(f"bertprep {args.command}: error: {problem}", file=sys.stderr)
+        return 2
+    return args.run(args, extra)
 
 
 if __name__ == "__main__":

@@ -88,6 +88,9 @@ class InstancesJobConfig:
     reference_random_next: bool = False
     reference_random_tokens: bool = False
     reference_whole_word_decisions: bool = False
+    shard_names: list[str] | None = None
+    """File names (in ``output``) for the shards, one per shard, in place of
+    ``<shard_prefix>-NNNNN-of-NNNNN.tfrecord``: google-research/bert's ``--output_file`` list."""
     pretokenized: bool = False
     """``inputs`` are token index files (``tokens-*.index.parquet``, ``pipeline.token_files``)
     written with the same vocab and casing by ``bertprep run``'s tokenize stage: documents are
@@ -111,35 +114,87 @@ class InstancesJobConfig:
         )
 
 
-def check_config(config: InstancesJobConfig) -> tuple[Vocab, InstanceSettings]:
-    """Loads the vocab and validates every setting; raises JobConfigError naming the problem."""
-    from tokenizer.vocab import VocabError
+@dataclass(frozen=True)
+class Naming:
+    """How the user wrote the settings, so that errors name what they typed: command-line flags
+    (``--max-seq-length``, the default) or config keys under ``prefix`` (``phases[0].``)."""
+
+    prefix: str | None = None
+
+    def __call__(self, field: str) -> str:
+        if self.prefix is None:
+            return "--" + field.replace("_", "-")
+        return self.prefix + field
+
+    def enable(self, field: str) -> str:
+        """How to switch a boolean setting on."""
+        return f"pass {self(field)}" if self.prefix is None else f"set {self(field)}: true"
+
+
+_SETTING_FIELDS = (
+    "max_predictions_per_seq",
+    "max_seq_length",
+    "masked_lm_prob",
+    "short_seq_prob",
+    "dupe_factor",
+)
+
+
+def check_settings(config: InstancesJobConfig, naming: Naming = Naming()) -> InstanceSettings:
+    """Validates every setting that needs no file (no vocab, no inputs); raises JobConfigError
+    naming the settings as ``naming`` spells them."""
+    import re
 
     if not config.inputs:
-        raise JobConfigError("no --input given")
+        raise JobConfigError(f"no {naming('input')} given")
     if config.num_shards < 1:
-        raise JobConfigError(f"--num-shards must be at least 1, got {config.num_shards}")
+        raise JobConfigError(f"{naming('num_shards')} must be at least 1, got {config.num_shards}")
     if config.bucket_size < 2:
-        raise JobConfigError(f"--bucket-size must be at least 2, got {config.bucket_size}")
+        raise JobConfigError(
+            f"{naming('bucket_size')} must be at least 2, got {config.bucket_size}"
+        )
     if config.compression not in SUFFIXES:
-        raise JobConfigError(f"--compression must be one of {sorted(SUFFIXES)}")
+        raise JobConfigError(f"{naming('compression')} must be one of {sorted(SUFFIXES)}")
+    if config.shard_names is not None:
+        if len(config.shard_names) != config.num_shards:
+            raise JobConfigError(
+                f"{len(config.shard_names)} output file names for {config.num_shards} shards"
+            )
+        if len(set(config.shard_names)) != len(config.shard_names):
+            raise JobConfigError(f"output file names repeat: {', '.join(config.shard_names)}")
+        clash = [n for n in config.shard_names if n in (MANIFEST, REJECTS) or "/" in n]
+        if clash:
+            raise JobConfigError(f"not a usable shard file name: {', '.join(clash)}")
     try:
         settings = config.settings()
     except ValueError as e:
-        raise JobConfigError(str(e)) from e
+        pattern = r"\b(" + "|".join(_SETTING_FIELDS) + r")\b"
+        raise JobConfigError(re.sub(pattern, lambda m: naming(m.group(1)), str(e))) from e
     full = max(1, int(round(config.max_seq_length * config.masked_lm_prob)))
     if config.max_predictions_per_seq < full and not config.allow_prediction_cap:
         raise JobConfigError(
-            f"--max-predictions-per-seq {config.max_predictions_per_seq} is too small for "
-            f"--masked-lm-prob {config.masked_lm_prob} at --max-seq-length {config.max_seq_length}: "
-            f"a full sequence needs {full} predictions, so long instances would be masked at a "
-            f"lower rate than asked. Raise it to {full}, or pass --allow-prediction-cap to accept "
-            "the cap (as MLPerf's 512/76 recipe does)."
+            f"{naming('max_predictions_per_seq')} {config.max_predictions_per_seq} is too small "
+            f"for {naming('masked_lm_prob')} {config.masked_lm_prob} at "
+            f"{naming('max_seq_length')} {config.max_seq_length}: a full sequence needs {full} "
+            "predictions, so long instances would be masked at a lower rate than asked. Raise it "
+            f"to {full}, or {naming.enable('allow_prediction_cap')} to accept the cap (as "
+            "MLPerf's 512/76 recipe does)."
         )
+    return settings
+
+
+def check_config(
+    config: InstancesJobConfig, naming: Naming = Naming()
+) -> tuple[Vocab, InstanceSettings]:
+    """Validates every setting (``check_settings``) and loads the vocab; raises JobConfigError
+    naming the problem."""
+    from tokenizer.vocab import VocabError
+
+    settings = check_settings(config, naming)
     try:
         vocab = Vocab.from_file(config.vocab)
     except (VocabError, OSError) as e:
-        raise JobConfigError(f"--vocab {config.vocab}: {e}") from e
+        raise JobConfigError(f"{naming('vocab')} {config.vocab}: {e}") from e
     return vocab, settings
 
 
@@ -163,13 +218,38 @@ def _remove_spills(output: str) -> None:
         FileSystems.delete([spill_dir])
 
 
+def _shard_files(config: InstancesJobConfig) -> list[str]:
+    """This job's shard files now in its output directory (of any shard count)."""
+    if config.shard_names is not None:
+        paths = [FileSystems.join(config.output, n) for n in config.shard_names]
+        return [p for p in paths if FileSystems.exists(p)]
+    pattern = FileSystems.join(config.output, f"{config.shard_prefix}-*-of-*.tfrecord*")
+    return [m.path for m in FileSystems.match([pattern])[0].metadata_list]
+
+
+def _remove_failed_output(config: InstancesJobConfig) -> None:
+    """After a failed run: deletes its shards, spills and result file (no empty or partial shards
+    are left to be mistaken for output, and no manifest vouches for them); rejects.jsonl stays,
+    it says what was skipped."""
+    try:
+        _remove_spills(config.output)
+        stale = _shard_files(config)
+        for name in (_RESULT, MANIFEST):  # a manifest here was written by the failed call
+            path = FileSystems.join(config.output, name)
+            if FileSystems.exists(path):
+                stale.append(path)
+        temps = FileSystems.match([FileSystems.join(config.output, ".tmp-*")])[0].metadata_list
+        stale += [m.path for m in temps]
+        if stale:
+            FileSystems.delete(stale)
+    except Exception:  # never hide the failure itself behind a cleanup problem
+        LOG.warning("could not clean up %s after the failed run", config.output, exc_info=True)
+
+
 def _remove_previous_output(config: InstancesJobConfig) -> None:
     """Deletes this job's own artifacts from an earlier run (shards of any count, manifest)."""
     _remove_spills(config.output)
-    stale: list[str] = []
-    pattern = FileSystems.join(config.output, f"{config.shard_prefix}-*-of-*.tfrecord*")
-    for m in FileSystems.match([pattern])[0].metadata_list:
-        stale.append(m.path)
+    stale: list[str] = _shard_files(config)
     for name in (MANIFEST, REJECTS, _RESULT):
         path = FileSystems.join(config.output, name)
         if FileSystems.exists(path):
@@ -220,7 +300,11 @@ def build_pipeline(
         settings, token_tables(vocab, config), spill_dir, config.num_shards
     )
     shards = created["spills"] | "Shards" >> WriteShards(
-        config.output, config.shard_prefix, config.num_shards, config.compression
+        config.output,
+        config.shard_prefix,
+        config.num_shards,
+        config.compression,
+        tuple(config.shard_names) if config.shard_names is not None else None,
     )
     stats = (
         (*(r[STATS_TAG] for r in read_parts), tokenized[STATS_TAG], created["stats"])
@@ -401,27 +485,33 @@ def run_instances_jobs(
     """Runs several instances jobs (distinct outputs) in one Beam pipeline; each is checked,
     reconciled and gets its manifest exactly as if it ran alone. Returns the manifests."""
     prepared = []
-    for config in configs:
+    for config in configs:  # every check before any job's output is touched
         vocab, settings = check_config(config)
         files = expand_inputs(config.inputs)
         progress(f"{len(files)} input file(s), {sum(f.size_bytes for f in files):,} bytes")
+        prepared.append((config, files, vocab, settings))
+    for config, *_ in prepared:
         if not FileSystems.exists(config.output):
             FileSystems.mkdirs(config.output)
         _remove_previous_output(config)
-        prepared.append((config, files, vocab, settings))
 
     started = time.monotonic()
-    p = beam.Pipeline(options=pipeline_options)
-    for i, args in enumerate(prepared):
-        label = "Job" if len(prepared) == 1 else f"Job{i}"
-        p | label >> _InstancesBranch(*args)
-    result = p.run()
-    result.wait_until_finish()
-    elapsed = time.monotonic() - started
-    manifests = []
-    for i, (config, files, vocab, _) in enumerate(prepared):
-        label = "Job" if len(prepared) == 1 else f"Job{i}"
-        manifests.append(_finish(config, files, vocab, result, label, elapsed))
+    try:
+        p = beam.Pipeline(options=pipeline_options)
+        for i, args in enumerate(prepared):
+            label = "Job" if len(prepared) == 1 else f"Job{i}"
+            p | label >> _InstancesBranch(*args)
+        result = p.run()
+        result.wait_until_finish()
+        elapsed = time.monotonic() - started
+        manifests = []
+        for i, (config, files, vocab, _) in enumerate(prepared):
+            label = "Job" if len(prepared) == 1 else f"Job{i}"
+            manifests.append(_finish(config, files, vocab, result, label, elapsed))
+    except BaseException:
+        for config, *_ in prepared:
+            _remove_failed_output(config)
+        raise
     return manifests
 
 

@@ -137,7 +137,13 @@ def _validate(config: RunConfig) -> RunConfig:
     for i, phase in enumerate(config.phases):
         if not phase.name.replace("-", "").replace("_", "").isalnum():
             raise ConfigError(f"phases[{i}].name: letters, digits, - and _ only")
-        for key in ("max_seq_length", "max_predictions_per_seq", "dupe_factor", "num_shards"):
+        for key in (
+            "max_seq_length",
+            "max_predictions_per_seq",
+            "dupe_factor",
+            "num_shards",
+            "eval_num_shards",
+        ):
             if getattr(phase, key) < 1:
                 raise ConfigError(f"phases[{i}].{key}: must be positive")
     if not any(getattr(config.inputs, k) for k in ("wikipedia", "books", "jsonl", "parquet")):
@@ -176,7 +182,12 @@ def load_run_config(path: str | Path | None, overrides: list[str] = ()) -> RunCo
     data: dict = {}
     base = Path(".")
     if path is not None:
-        text = Path(path).read_text(encoding="utf-8")
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except FileNotFoundError as e:
+            raise ConfigError(f"--config {path}: no such file") from e
+        except (OSError, UnicodeDecodeError) as e:
+            raise ConfigError(f"--config {path}: cannot be read ({e})") from e
         try:
             data = yaml.safe_load(text) or {}
         except yaml.YAMLError as e:

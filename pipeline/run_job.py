@@ -90,13 +90,73 @@ class Runner:
         return details
 
 
+def stage_names(config: RunConfig) -> list[str]:
+    """What ``--force`` accepts: every stage, ``phase`` (all phases) and ``all``."""
+    return [
+        "clean",
+        "split",
+        "vocab",
+        "tokenize",
+        *(f"phase:{p.name}" for p in config.phases),
+        "phase",
+        "all",
+    ]
+
+
+def preflight(config: RunConfig, force: set[str]) -> None:
+    """Every check that needs no stage's output, before any stage (and so before any
+    ``stage.json`` is touched): ``--force`` names, each phase's instance settings, a given vocab.
+    Raises ConfigError naming the config key (or the flag) at fault."""
+    import difflib
+
+    from pipeline.instances_job import InstancesJobConfig, JobConfigError, Naming, check_settings
+    from pipeline.run_config import ConfigError
+    from tokenizer.vocab import Vocab, VocabError
+
+    known = stage_names(config)
+    for name in sorted(force):
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise ConfigError(f"--force {name}: no such stage{hint}; known: {', '.join(known)}")
+    for i, phase in enumerate(config.phases):
+        try:
+            check_settings(
+                InstancesJobConfig(
+                    inputs=["(tokens)"],
+                    vocab="(vocab)",
+                    output="(phase)",
+                    max_seq_length=phase.max_seq_length,
+                    max_predictions_per_seq=phase.max_predictions_per_seq,
+                    masked_lm_prob=phase.masked_lm_prob,
+                    dupe_factor=phase.dupe_factor,
+                    short_seq_prob=phase.short_seq_prob,
+                    seed=config.seed,
+                    num_shards=phase.num_shards,
+                    whole_word_mask=phase.whole_word_mask,
+                    allow_prediction_cap=phase.allow_prediction_cap,
+                ),
+                Naming(f"phases[{i}]."),
+            )
+        except JobConfigError as e:
+            raise ConfigError(str(e)) from e
+    if config.vocab.path:
+        try:
+            Vocab.from_file(config.vocab.path)
+        except (OSError, VocabError) as e:
+            raise ConfigError(f"vocab.path {config.vocab.path}: {e}") from e
+
+
 def run_all(
     config: RunConfig,
     options_for: Callable[[], PipelineOptions],
     force: set[str] = frozenset(),
     progress: Callable[[str], None] = print,
 ) -> dict:
-    """Runs (or skips) every stage and writes ``run_summary.json``; returns the summary."""
+    """Runs (or skips) every stage and writes ``run_summary.json``; returns the summary.
+
+    Raises ConfigError (``preflight``) before any work for settings no stage could run with.
+    """
     from pipeline.clean_job import CleanJobConfig, run_clean_job
     from pipeline.input_files import expand_inputs
     from pipeline.instances_job import InstancesJobConfig, run_instances_jobs
@@ -105,6 +165,7 @@ def run_all(
     from pipeline.vocab_job import VocabJobConfig, run_vocab_job
     from tokenizer.vocab import Vocab
 
+    preflight(config, set(force))
     out = config.output
     runner = Runner(set(force), progress)
     started = time.monotonic()

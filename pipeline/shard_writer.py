@@ -86,8 +86,10 @@ class WriteShardFn(beam.DoFn):
         num_shards: int,
         compression: str,
         buffer_bytes: int | None = None,
+        shard_names: tuple[str, ...] | None = None,
     ) -> None:
         self._output_dir = output_dir
+        self._shard_names = shard_names
         self._buffer_bytes = buffer_bytes or DEFAULT_BUFFER_BYTES
         self._prefix = prefix
         self._num_shards = num_shards
@@ -110,7 +112,10 @@ class WriteShardFn(beam.DoFn):
         expected = sum(b[2] for b in blocks)
         shard_bytes = sum(b[5] - b[4] for b in blocks)
         passes = max(1, math.ceil(shard_bytes / self._buffer_bytes))
-        name = shard_name(self._prefix, index, self._num_shards, self._compression)
+        if self._shard_names:
+            name = self._shard_names[index]
+        else:
+            name = shard_name(self._prefix, index, self._num_shards, self._compression)
         final = FileSystems.join(self._output_dir, name)
         temp = FileSystems.join(self._output_dir, f".tmp-{uuid.uuid4().hex}-{name}")
         ctype = COMPRESSIONS[self._compression]
@@ -158,13 +163,27 @@ class WriteShardFn(beam.DoFn):
 
 
 class WriteShards(beam.PTransform):
-    """PCollection[TaskSpill] → PCollection of ShardResult dicts, one per shard (empty included)."""
+    """PCollection[TaskSpill] → PCollection of ShardResult dicts, one per shard (empty included).
 
-    def __init__(self, output_dir: str, prefix: str, num_shards: int, compression: str) -> None:
+    ``shard_names`` (one file name per shard, in ``output_dir``) replaces the
+    ``<prefix>-NNNNN-of-NNNNN`` names: shard ``i`` is written as ``shard_names[i]``."""
+
+    def __init__(
+        self,
+        output_dir: str,
+        prefix: str,
+        num_shards: int,
+        compression: str,
+        shard_names: tuple[str, ...] | None = None,
+    ) -> None:
         super().__init__()
         if compression not in COMPRESSIONS:
             raise ValueError(f"compression must be one of {sorted(COMPRESSIONS)}")
-        self._fn = WriteShardFn(output_dir, prefix, num_shards, compression)
+        if shard_names is not None and len(shard_names) != num_shards:
+            raise ValueError(f"{len(shard_names)} shard names for {num_shards} shards")
+        self._fn = WriteShardFn(
+            output_dir, prefix, num_shards, compression, shard_names=shard_names
+        )
         self._num_shards = num_shards
 
     def expand(self, spills):

@@ -25,7 +25,6 @@ from transforms.tfrecord import masked_crc32c
 MANIFEST = "manifest.json"
 _U64 = struct.Struct("<Q")
 _U32 = struct.Struct("<I")
-_NOT_SHARDS = (MANIFEST, "rejects.jsonl")
 _MAX_RECORD_BYTES = 1 << 30
 
 
@@ -73,27 +72,107 @@ def is_dir(path: str) -> bool:
     return bool(fs.match([path.rstrip("/") + "/*"], limits=[1])[0].metadata_list)
 
 
-def expand_shard_paths(patterns: Sequence[str]) -> list[str]:
+NOT_SHARD_NAMES = (MANIFEST, "stage.json", "run_summary.json", "trainer_config.json")
+NOT_SHARD_PREFIXES = (".", "_", "rejects")
+NOT_SHARD_SUFFIXES = (".json", ".jsonl", ".yaml", ".yml", ".md", ".html", ".png", ".parquet")
+PHASE_SIDE = "train"
+"""A ``bertprep run`` phase directory (``OUT/seq128``) stands for its training shards."""
+
+
+def is_shard_name(path: str) -> bool:
+    """Whether a file could be a shard: not a manifest, marker, summary, rejects list, report,
+    hidden or temporary file (bertprep writes all of those beside its shards)."""
+    name = path.rstrip("/").rsplit("/", 1)[-1]
+    return not (
+        name in NOT_SHARD_NAMES
+        or name.startswith(NOT_SHARD_PREFIXES)
+        or name.endswith(NOT_SHARD_SUFFIXES)
+    )
+
+
+class ShardFileSystem:
+    """The three calls the resolver needs, through Beam's FileSystems (``TfFileSystem`` in the
+    trainer does the same through ``tf.io.gfile``)."""
+
+    def is_dir(self, path: str) -> bool:
+        return is_dir(path)
+
+    def glob(self, pattern: str) -> list[str]:
+        return [m.path for m in filesystems().match([pattern])[0].metadata_list]
+
+    def list_dir(self, path: str) -> list[str]:
+        """Full paths of the entries directly in ``path`` (files and directories)."""
+        base = path.rstrip("/")
+        if "://" not in base:
+            import os
+
+            return [f"{base}/{name}" for name in sorted(os.listdir(base))]
+        return self.glob(f"{base}/*")
+
+
+def _shards_in(directory: str, fs) -> list[str]:
+    base = directory.rstrip("/")
+    return sorted(
+        p for p in fs.glob(f"{base}/*.tfrecord*") if is_shard_name(p) and not fs.is_dir(p)
+    )
+
+
+def _phase_dirs(directory: str, fs) -> list[str]:
+    """Sub-directories of a ``bertprep run`` output that are phases (hold ``train/`` shards)."""
+    found = []
+    for entry in fs.list_dir(directory):
+        side = entry.rstrip("/") + "/" + PHASE_SIDE
+        if fs.is_dir(entry) and fs.is_dir(side) and _shards_in(side, fs):
+            found.append(entry.rstrip("/"))
+    return sorted(found)
+
+
+def shards_of_directory(directory: str, fs=None) -> list[str]:
+    """The shard files a directory stands for, in this order of lookup:
+
+    1. its own ``*.tfrecord*`` files (an instances output, or ``PHASE/train``, ``PHASE/eval``);
+    2. a phase directory of ``bertprep run`` (``OUT/seq128``): the shards of its ``train/``;
+    3. a run directory (``OUT``) with one phase: that phase's ``train/`` shards; with several,
+       ShardPathError naming them (their sequence lengths differ: choose one);
+    4. otherwise every file in it that can be a shard (``is_shard_name``: google-research/bert's
+       output files may have any name).
+
+    Non-shard files (manifest.json, stage.json, rejects.jsonl, hidden files...) never count.
+    """
+    fs = fs or ShardFileSystem()
+    base = directory.rstrip("/")
+    own = _shards_in(base, fs)
+    if own:
+        return own
+    side = f"{base}/{PHASE_SIDE}"
+    if fs.is_dir(side) and _shards_in(side, fs):
+        return _shards_in(side, fs)
+    phases = _phase_dirs(base, fs)
+    if len(phases) == 1:
+        return _shards_in(f"{phases[0]}/{PHASE_SIDE}", fs)
+    if len(phases) > 1:
+        names = ", ".join(p.rsplit("/", 1)[-1] for p in phases)
+        raise ShardPathError(
+            f"{directory} is a run directory with several phases ({names}): name one, "
+            f"e.g. {phases[0]} (its train shards) or {phases[0]}/eval"
+        )
+    return sorted(p for p in fs.list_dir(base) if is_shard_name(p) and not fs.is_dir(p))
+
+
+def expand_shard_paths(patterns: Sequence[str], fs=None) -> list[str]:
     """Shard files named by ``patterns`` (files, globs or directories), sorted, deduplicated.
 
-    A directory stands for its ``*.tfrecord*`` files, or every file but manifests and rejects when
-    it has none. Raises ShardPathError naming a pattern that matched nothing.
+    A directory stands for the shards ``shards_of_directory`` finds; a glob keeps only files that
+    can be shards (``is_shard_name``). ``fs`` (default: Beam's FileSystems) answers ``is_dir``,
+    ``glob`` and ``list_dir``. Raises ShardPathError naming a pattern that matched nothing.
     """
-    fs = filesystems()
+    fs = fs or ShardFileSystem()
     found: set[str] = set()
     for pattern in patterns:
-        if is_dir(pattern):
-            base = pattern.rstrip("/")
-            matched = [m.path for m in fs.match([f"{base}/*.tfrecord*"])[0].metadata_list]
-            if not matched:
-                matched = [
-                    m.path
-                    for m in fs.match([f"{base}/*"])[0].metadata_list
-                    if not m.path.rsplit("/", 1)[-1].startswith((".", *_NOT_SHARDS))
-                ]
+        if fs.is_dir(pattern):
+            matched = shards_of_directory(pattern, fs)
         else:
-            matched = [m.path for m in fs.match([pattern])[0].metadata_list]
-        matched = [p for p in matched if not p.rsplit("/", 1)[-1].startswith(_NOT_SHARDS)]
+            matched = [p for p in fs.glob(pattern) if is_shard_name(p) and not fs.is_dir(p)]
         if not matched:
             raise ShardPathError(f"no shard files match {pattern}")
         found.update(matched)

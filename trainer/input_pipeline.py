@@ -18,13 +18,12 @@ from dataclasses import dataclass, field
 
 import tensorflow as tf
 
-from shards.reader import RecordSizes, spec_problems
+from shards.reader import RecordSizes, ShardPathError, expand_shard_paths, spec_problems
 from trainer.model_presets import ModelConfig
 from transforms.example_encoding import decode_example
 from transforms.features import FEATURES, feature_lengths
 
 MANIFEST = "manifest.json"
-_NOT_SHARDS = (MANIFEST, "rejects.jsonl", "stage.json", "run_summary.json", ".")
 GZIP_MAGIC = b"\x1f\x8b"
 
 
@@ -64,27 +63,29 @@ class ShardInfo:
         return RecordSizes(self.max_seq_length, self.max_predictions_per_seq)
 
 
-def _is_shard_name(path: str) -> bool:
-    return not path.rstrip("/").rsplit("/", 1)[-1].startswith(_NOT_SHARDS)
+class TfFileSystem:
+    """``shards.reader``'s resolver calls through ``tf.io.gfile`` (no Beam needed on a trainer)."""
+
+    def is_dir(self, path: str) -> bool:
+        return tf.io.gfile.isdir(path)
+
+    def glob(self, pattern: str) -> list[str]:
+        return tf.io.gfile.glob(pattern)
+
+    def list_dir(self, path: str) -> list[str]:
+        base = path.rstrip("/")
+        return [f"{base}/{name.rstrip('/')}" for name in sorted(tf.io.gfile.listdir(base))]
 
 
 def expand_patterns(patterns: list[str] | tuple[str, ...]) -> list[str]:
-    """Shard files named by files, globs or directories (a directory: its ``*.tfrecord*`` files,
-    else all its files but manifests and rejects), sorted and deduplicated."""
-    found: set[str] = set()
-    for pattern in patterns:
-        if tf.io.gfile.isdir(pattern):
-            base = pattern.rstrip("/")
-            matched = tf.io.gfile.glob(f"{base}/*.tfrecord*") or [
-                f"{base}/{name}" for name in tf.io.gfile.listdir(base)
-            ]
-        else:
-            matched = tf.io.gfile.glob(pattern)
-        matched = [p for p in matched if _is_shard_name(p) and not tf.io.gfile.isdir(p)]
-        if not matched:
-            raise ShardConfigError(f"no shard files match {pattern}")
-        found.update(matched)
-    return sorted(found)
+    """Shard files named by files, globs or directories, sorted and deduplicated, resolved as
+    ``bertprep inspect/stats/validate`` resolve them (``shards.reader.expand_shard_paths``): a
+    phase directory of ``bertprep run`` stands for its ``train/`` shards, and manifests, markers
+    and rejects never count as shards."""
+    try:
+        return expand_shard_paths(list(patterns), TfFileSystem())
+    except ShardPathError as e:
+        raise ShardConfigError(str(e)) from e
 
 
 def compression_of(path: str) -> str:

@@ -9,7 +9,9 @@ other data sizes is refused before anything is built.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import tensorflow as tf
 
@@ -19,6 +21,31 @@ from trainer.optimization import OptimizerConfig
 
 RECORD = "trainer_config.json"
 RECORD_FORMAT = "bertprep.trainer/1"
+
+
+def setting_problems(
+    value: Callable[[str], Any], name: Callable[[str], str] = lambda key: key
+) -> list[str]:
+    """What is wrong with the numeric training settings (empty when nothing).
+
+    ``value(key)`` gives the setting of a TrainConfig field; ``name(key)`` says how the user wrote
+    it (the field name by default; ``bertprep train`` passes its flags), so that the messages name
+    what the user typed.
+    """
+    problems = []
+    for key in ("batch_size", "steps", "checkpoint_every", "log_every", "steps_per_loop"):
+        if value(key) < 1:
+            problems.append(f"{name(key)} must be at least 1, got {value(key)}")
+    if value("stop_after") is not None and value("stop_after") < 1:
+        problems.append(f"{name('stop_after')} must be at least 1, got {value('stop_after')}")
+    warmup, steps = value("warmup_steps"), value("steps")
+    if warmup < 0 or warmup > steps:
+        problems.append(
+            f"{name('warmup_steps')} must be in [0, {name('steps')}] = [0, {steps}], got {warmup}"
+        )
+    if value("learning_rate") <= 0:
+        problems.append(f"{name('learning_rate')} must be positive, got {value('learning_rate')}")
+    return problems
 
 
 @dataclass
@@ -65,15 +92,9 @@ class TrainConfig:
     """Benchmark mode: repeat one real batch from memory (measures the model without input cost)."""
 
     def __post_init__(self) -> None:
-        for name in ("batch_size", "steps", "checkpoint_every", "log_every", "steps_per_loop"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
-        if self.stop_after is not None and self.stop_after < 1:
-            raise ValueError(f"stop_after must be at least 1, got {self.stop_after}")
-        if self.warmup_steps < 0 or self.warmup_steps > self.steps:
-            raise ValueError(f"warmup_steps must be in [0, steps], got {self.warmup_steps}")
-        if self.learning_rate <= 0:
-            raise ValueError("learning_rate must be positive")
+        problems = setting_problems(lambda key: getattr(self, key))
+        if problems:
+            raise ValueError(problems[0])
 
     def optimizer_config(self) -> OptimizerConfig:
         return OptimizerConfig(

@@ -18,6 +18,7 @@ records seen differ from those before the interruption (the tf.data position is 
 from __future__ import annotations
 
 import hashlib
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -99,7 +100,10 @@ class TrainResult:
 
 
 def prepare(config: TrainConfig) -> Prepared:
-    """Every check that needs no model: shards, sizes, model fit, resume and init compatibility."""
+    """Every check that needs no model: shards, sizes, model fit, resume and init compatibility,
+    the vocabulary to export and a writable output directory (nothing fails after step one for
+    want of an input)."""
+    check_outputs(config)
     info = resolve_shards(config.data)
     model = resolve_model(config.model, config.model_overrides, info, config.spec)
     check_fits(info, config.spec, model)
@@ -130,6 +134,32 @@ def prepare(config: TrainConfig) -> Prepared:
             "(extra rows are never used as inputs)"
         )
     return Prepared(info=info, model=model, eval_info=eval_info, notes=notes)
+
+
+def check_outputs(config: TrainConfig) -> None:
+    """The files the run needs besides the shards: ``vocab`` (exported with the encoder) must be
+    a readable, non-empty file, and ``out`` must be (or be creatable in) a directory this process
+    can write to. Nothing is created. Raises ConfigMismatchError naming the path."""
+    if config.vocab:
+        if not tf.io.gfile.exists(config.vocab) or tf.io.gfile.isdir(config.vocab):
+            raise ConfigMismatchError(f"vocab {config.vocab}: no such file")
+        try:
+            with tf.io.gfile.GFile(config.vocab, "rb") as f:
+                head = f.read(1 << 16)
+        except tf.errors.OpError as e:
+            raise ConfigMismatchError(f"vocab {config.vocab}: cannot be read ({e.message})") from e
+        if not head.strip():
+            raise ConfigMismatchError(f"vocab {config.vocab}: the file is empty")
+    out = config.out.rstrip("/") or "/"
+    if "://" in out:  # object storage: writability shows at the first checkpoint
+        return
+    existing = os.path.abspath(out)
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise ConfigMismatchError(f"output directory {config.out}: {existing} is not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigMismatchError(f"output directory {config.out}: {existing} is not writable")
 
 
 def make_train_loop(

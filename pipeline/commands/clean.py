@@ -74,7 +74,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="a *-multistream.xml.bz2 dump with its index is split into ranges of about this "
         "many compressed MB, read by different workers",
     )
-    p.set_defaults(run=run)
+    p.set_defaults(run=run, beam_options=True)
 
 
 def run(args: argparse.Namespace, beam_args: list[str]) -> int:

@@ -4,8 +4,44 @@ lines on stderr."""
 from __future__ import annotations
 
 import argparse
+import difflib
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """Help that states each default once: ``(default: X)`` is appended unless the help already
+    says it, the option is required, its default is None, or it is a switch (``store_true``,
+    ``store_false``, ``store_const``: their help says what they do). An option with several
+    spellings shows its metavar once (``--dupe-factor, --dupe_factor DUPE_FACTOR``)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        help_text = action.help or ""
+        if (
+            "%(default)" in help_text
+            or "(default" in help_text
+            or action.required
+            or action.default is None
+            or action.default is argparse.SUPPRESS
+            or action.default == []
+            or (action.nargs == 0 and not isinstance(action, argparse.BooleanOptionalAction))
+            or not action.option_strings
+        ):
+            return help_text
+        return help_text + " (default: %(default)s)"
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        """Descriptions and epilogs keep their paragraphs (blank-line separated)."""
+        return "\n\n".join(
+            super(HelpFormatter, self)._fill_text(part, width, indent)
+            for part in text.strip().split("\n\n")
+        )
+
+    def _format_action_invocation(self, action: argparse.Action) -> str:
+        if not action.option_strings or action.nargs == 0:
+            return super()._format_action_invocation(action)
+        default = self._get_default_metavar_for_optional(action)
+        return ", ".join(action.option_strings) + " " + self._format_args(action, default)
 
 
 def add_command(
@@ -22,7 +58,7 @@ def add_command(
         help=help_text,
         description=description or help_text + ".",
         epilog=epilog,
-        formatter_class=lambda prog: argparse.ArgumentDefaultsHelpFormatter(prog, width=100),
+        formatter_class=lambda prog: HelpFormatter(prog, width=100),
     )
 
 
@@ -33,3 +69,32 @@ def progress_printer(command: str) -> Callable[[str], None]:
         print(f"[bertprep {command}] {message}", file=sys.stderr, flush=True)
 
     return progress
+
+
+def parse_bool(text: str) -> bool:
+    """``True``/``False`` as google-research/bert's absl flags take them (any case, or 1/0)."""
+    value = text.strip().lower()
+    if value in ("true", "t", "1", "yes", "y"):
+        return True
+    if value in ("false", "f", "0", "no", "n"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected True or False, got {text!r}")
+
+
+def closest_option(name: str, known: Iterable[str]) -> str | None:
+    """The known option spelled most like ``name`` (``-`` and ``_`` count as the same), if any
+    is close."""
+    known = sorted(set(known))
+    by_key: dict[str, list[str]] = {}
+    for k in known:
+        by_key.setdefault(k.replace("_", "-"), []).append(k)
+    close = difflib.get_close_matches(name.replace("_", "-"), list(by_key), n=1, cutoff=0.6)
+    if not close:
+        return None
+    # Of the spellings of that option, the one written like the user's (--a-b or --a_b).
+    return max(by_key[close[0]], key=lambda k: difflib.SequenceMatcher(None, name, k).ratio())
+
+
+def parser_options(parser: argparse.ArgumentParser) -> list[str]:
+    """Every ``--option`` spelling ``parser`` accepts."""
+    return [s for a in parser._actions for s in a.option_strings if s.startswith("--")]

@@ -7,7 +7,7 @@ import sys
 import time
 
 from pipeline.beam_options import UnsafeRunnerModeError, make_pipeline_options
-from pipeline.commands.common import add_command, progress_printer
+from pipeline.commands.common import add_command, parse_bool, progress_printer
 from pipeline.input_files import NoInputFilesError
 from pipeline.instances_job import (
     InstancesJobConfig,
@@ -23,6 +23,13 @@ Any other --flags are Apache Beam pipeline options, e.g. --runner DataflowRunner
 --region R --temp_location gs://B/tmp --setup_file ./setup.py, or for the local DirectRunner
 --direct_running_mode in_memory|multi_processing (default multi_processing) and
 --direct_num_workers N (default: one per CPU). multi_threading is refused (it loses records).
+
+google-research/bert's create_pretraining_data.py command line works unchanged: --input_file,
+--output_file, --vocab_file, --do_lower_case=True|False, --do_whole_word_mask=True|False,
+--max_seq_length, --max_predictions_per_seq, --masked_lm_prob, --random_seed, --dupe_factor,
+--short_seq_prob. --input_file and --output_file take comma lists (input globs allowed); the
+output files are the shards (all in one directory, which also gets manifest.json and
+rejects.jsonl), instances spread round-robin over them as the reference does.
 """
 
 
@@ -32,13 +39,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     io.add_argument(
         "--input",
         action="append",
-        required=True,
-        help="text file(s): one sentence per line, blank line between documents; path, glob or "
-        "gs:// URL; .gz/.bz2 read transparently; repeatable",
+        default=[],
+        help="required (or --input_file): text file(s), one sentence per line, blank line between "
+        "documents; path, glob, directory (every file under it) or gs:// URL; .gz/.bz2 read "
+        "transparently; repeatable",
     )
-    io.add_argument("--vocab", required=True, help="WordPiece vocab.txt (one token per line)")
-    io.add_argument("--output", required=True, help="output directory (local or gs://)")
-    io.add_argument("--num-shards", type=int, default=256, help="number of TFRecord shards")
+    io.add_argument(
+        "--vocab", "--vocab_file", required=True, help="WordPiece vocab.txt (one token per line)"
+    )
+    io.add_argument(
+        "--output", help="required (or --output_file): output directory (local or gs://)"
+    )
+    io.add_argument("--num-shards", type=int, help="number of TFRecord shards (default: 256)")
     io.add_argument(
         "--compression", choices=["none", "gzip"], default="none", help="shard compression"
     )
@@ -53,21 +65,36 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
 
     inst = p.add_argument_group("instances")
-    inst.add_argument("--max-seq-length", type=int, default=128, help="tokens per instance")
     inst.add_argument(
-        "--max-predictions-per-seq", type=int, default=20, help="masked LM slots per instance"
+        "--max-seq-length", "--max_seq_length", type=int, default=128, help="tokens per instance"
     )
     inst.add_argument(
-        "--masked-lm-prob", type=float, default=0.15, help="share of tokens to predict"
+        "--max-predictions-per-seq",
+        "--max_predictions_per_seq",
+        type=int,
+        default=20,
+        help="masked LM slots per instance",
     )
-    inst.add_argument("--dupe-factor", type=int, default=10, help="passes over the data")
+    inst.add_argument(
+        "--masked-lm-prob",
+        "--masked_lm_prob",
+        type=float,
+        default=0.15,
+        help="share of tokens to predict",
+    )
+    inst.add_argument(
+        "--dupe-factor", "--dupe_factor", type=int, default=10, help="passes over the data"
+    )
     inst.add_argument(
         "--short-seq-prob",
+        "--short_seq_prob",
         type=float,
         default=0.1,
         help="probability of a shorter target length (random in [2, max])",
     )
-    inst.add_argument("--seed", type=int, default=12345, help="seed of every random choice")
+    inst.add_argument(
+        "--seed", "--random_seed", type=int, default=12345, help="seed of every random choice"
+    )
     inst.add_argument("--whole-word-mask", action="store_true", help="mask whole words")
     inst.add_argument(
         "--allow-prediction-cap",
@@ -111,21 +138,106 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="with --whole-word-mask, choose [MASK]/random/keep per piece instead of per word",
     )
-    p.set_defaults(run=run)
+    compat = p.add_argument_group(
+        "google-research/bert's create_pretraining_data.py flags (and the underscore spellings "
+        "above)"
+    )
+    compat.add_argument(
+        "--input_file",
+        action="append",
+        default=[],
+        metavar="A.txt,B*.txt",
+        help="comma list of input files or globs (like --input)",
+    )
+    compat.add_argument(
+        "--output_file",
+        metavar="OUT.tfrecord[,...]",
+        help="comma list of output files in one directory: the shards, in place of --output and "
+        "--num-shards (one shard per name)",
+    )
+    compat.add_argument(
+        "--do_lower_case",
+        type=parse_bool,
+        nargs="?",
+        const=True,
+        default=argparse.SUPPRESS,
+        metavar="True|False",
+        help="as --do-lower-case / --no-do-lower-case",
+    )
+    compat.add_argument(
+        "--nodo_lower_case",
+        dest="do_lower_case",
+        action="store_false",
+        default=argparse.SUPPRESS,
+        help="as --no-do-lower-case (absl's spelling of --do_lower_case=False)",
+    )
+    compat.add_argument(
+        "--do_whole_word_mask",
+        dest="whole_word_mask",
+        type=parse_bool,
+        nargs="?",
+        const=True,
+        default=argparse.SUPPRESS,
+        metavar="True|False",
+        help="as --whole-word-mask",
+    )
+    p.set_defaults(run=run, beam_options=True)
+
+
+def reference_outputs(output_files: str) -> tuple[str, list[str]]:
+    """``--output_file a.tfrecord,b.tfrecord`` → (their directory, their file names).
+
+    The reference writes instances round-robin into the files given; here they are the shards
+    (record ``g`` goes to shard ``g % n``, as the reference's writer index does), so they must
+    share one directory, which also receives manifest.json and rejects.jsonl.
+    """
+    paths = [p.strip() for p in output_files.split(",") if p.strip()]
+    if not paths:
+        raise JobConfigError("--output_file: no file names given")
+    parts = [p.rsplit("/", 1) if "/" in p else [".", p] for p in paths]
+    directories = {d or "/" for d, _ in parts}
+    if len(directories) > 1:
+        raise JobConfigError(
+            "--output_file: the output files must be in one directory (they are its shards), "
+            f"got {', '.join(sorted(directories))}"
+        )
+    return directories.pop(), [name for _, name in parts]
 
 
 def config_from_args(args: argparse.Namespace) -> InstancesJobConfig:
+    """The job's configuration from native and google-research/bert flags; JobConfigError when
+    they are missing or conflict."""
+    inputs = list(args.input)
+    for item in args.input_file:
+        inputs += [p.strip() for p in item.split(",") if p.strip()]
+    if not inputs:
+        raise JobConfigError("give the input text with --input (or --input_file)")
+    shard_names = None
+    output = args.output
+    num_shards = args.num_shards
+    if args.output_file is not None:
+        if args.output is not None:
+            raise JobConfigError("give either --output (a directory) or --output_file, not both")
+        output, shard_names = reference_outputs(args.output_file)
+        if num_shards is not None and num_shards != len(shard_names):
+            raise JobConfigError(
+                f"--num-shards {num_shards} but --output_file names {len(shard_names)} file(s)"
+            )
+        num_shards = len(shard_names)
+    if output is None:
+        raise JobConfigError("give the output directory with --output (or --output_file)")
     return InstancesJobConfig(
-        inputs=list(args.input),
+        inputs=inputs,
         vocab=args.vocab,
-        output=args.output,
+        output=output,
+        shard_names=shard_names,
         max_seq_length=args.max_seq_length,
         max_predictions_per_seq=args.max_predictions_per_seq,
         masked_lm_prob=args.masked_lm_prob,
         dupe_factor=args.dupe_factor,
         short_seq_prob=args.short_seq_prob,
         seed=args.seed,
-        num_shards=args.num_shards,
+        num_shards=256 if num_shards is None else num_shards,
         do_lower_case=args.do_lower_case,
         whole_word_mask=args.whole_word_mask,
         compression=args.compression,
@@ -162,8 +274,8 @@ def run(args: argparse.Namespace, beam_args: list[str]) -> int:
     progress = progress_printer("instances")
 
     try:
-        options = make_pipeline_options(beam_args)
         config = config_from_args(args)
+        options = make_pipeline_options(beam_args)
         started = time.monotonic()
         progress(f"writing {config.num_shards} shard(s) to {config.output}")
         manifest = run_instances_job(config, options, progress)

@@ -34,9 +34,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="append",
         default=[],
         metavar="STAGE",
-        help="rerun STAGE even if current: clean, split, vocab, phase:NAME, all",
+        help="rerun STAGE even if current: clean, split, vocab, tokenize, phase:NAME, phase (every "
+        "phase), all; repeatable",
     )
-    p.set_defaults(run=run)
+    p.set_defaults(run=run, beam_options=True)
 
 
 def run(args: argparse.Namespace, beam_args: list[str]) -> int:

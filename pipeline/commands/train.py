@@ -201,6 +201,14 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
             file=sys.stderr,
         )
         return 2
+    from trainer.run_config import setting_problems
+
+    problems = setting_problems(
+        lambda key: getattr(args, key), lambda key: "--" + key.replace("_", "-")
+    )
+    if problems:
+        print(f"bertprep train: error: {'; '.join(problems)}", file=sys.stderr)
+        return 2
     try:
         config = config_from_args(args)
     except ValueError as e:

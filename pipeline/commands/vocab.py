@@ -22,15 +22,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--output", required=True, help="output directory")
     p.add_argument("--vocab-size", type=int, default=30522, help="tokens in vocab.txt, exactly")
-    p.add_argument(
+    casing = p.add_mutually_exclusive_group()
+    casing.add_argument(
         "--lowercase",
         dest="do_lower_case",
         action="store_true",
         default=True,
-        help="uncased: lowercase and strip accents (as the instance stage)",
+        help="uncased: lowercase and strip accents, as the instance stage does (the default)",
     )
-    p.add_argument(
-        "--cased", dest="do_lower_case", action="store_false", help="cased: keep case and accents"
+    casing.add_argument(
+        "--cased",
+        dest="do_lower_case",
+        action="store_false",
+        help="cased: keep case and accents (pass --no-do-lower-case to `bertprep instances` too)",
     )
     p.add_argument(
         "--sample-sentences", type=int, default=1_000_000, help="training sample size (sentences)"
@@ -49,7 +53,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--limit-alphabet", type=int, default=1000, help="characters in the alphabet")
     p.add_argument("--seed", type=int, default=12345, help="seed of the samples")
     p.add_argument("--compare-vocab", help="another vocab.txt to report on the same held-out text")
-    p.set_defaults(run=run)
+    p.set_defaults(run=run, beam_options=True)
 
 
 def run(args: argparse.Namespace, beam_args: list[str]) -> int:

@@ -224,3 +224,36 @@ def test_documents_that_tokenize_to_nothing_are_a_clear_error(tmp_path, monkeypa
         run_all(config, options, progress=lambda m: None)
     rejects = (tmp_path / "out" / "tokens" / "train" / "rejects.jsonl").read_text().splitlines()
     assert len(rejects) == 3 and all("dropped_empty_document" in r for r in rejects)
+
+
+def test_config_errors_before_any_work_keep_every_marker(tmp_path, capsys):
+    from pipeline.cli import main
+
+    phases = "phases=[{name: seq128, dupe_factor: 1, num_shards: 1, eval_num_shards: 1}]"
+    run(tmp_path, phases)
+    out = tmp_path / "out"
+    markers = {p: p.read_bytes() for p in sorted(out.rglob("stage.json"))}
+    assert out / "seq128" / "stage.json" in markers
+    argv = ["run", "--config", str(SAMPLE), "--set", f"output={out}", "--set", phases]
+    argv += ["--direct_running_mode=in_memory"]
+
+    code = main([*argv, "--set", "phases.0.max_predictions_per_seq=5"])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    # Named as the user wrote it: config keys, not the instances command's flags.
+    assert "phases[0].max_predictions_per_seq 5 is too small" in err
+    assert "set phases[0].allow_prediction_cap: true" in err and "--allow" not in err
+    assert {p: p.read_bytes() for p in sorted(out.rglob("stage.json"))} == markers
+
+    code = main([*argv, "--force", "bogus"])
+    err = capsys.readouterr().err
+    assert code == 2 and "--force bogus: no such stage" in err
+    assert "clean, split, vocab, tokenize, phase:seq128, phase, all" in err
+    code = main([*argv, "--force", "phase:seq12"])
+    assert code == 2 and "did you mean phase:seq128?" in capsys.readouterr().err
+    assert {p: p.read_bytes() for p in sorted(out.rglob("stage.json"))} == markers
+
+    assert main(argv) == 0  # the correct run redoes nothing
+    capsys.readouterr()
+    summary = json.loads((out / "run_summary.json").read_text())
+    assert set(statuses(summary).values()) == {"skipped"}

@@ -235,3 +235,55 @@ def test_special_ids_come_from_the_manifest_without_the_vocab(copy_of, capsys):
     assert report["malformed_records"] == 0
     code, stdout, _ = cli(capsys, "validate", str(out), "--workers", "1")
     assert code == 0, stdout
+
+
+@pytest.fixture
+def run_layout(produced, tmp_path) -> Path:
+    """A ``bertprep run`` output: OUT/run_summary.json, OUT/seq128/{stage.json, train/, eval/}."""
+    _, shards = produced
+    out = tmp_path / "bertprep-out"
+    phase = out / "seq128"
+    shutil.copytree(shards, phase / "train")
+    shutil.copytree(shards, phase / "eval")
+    (phase / "stage.json").write_text('{"stage": "phase:seq128"}')
+    (out / "run_summary.json").write_text("{}")
+    (out / "clean").mkdir()
+    (out / "clean" / "stage.json").write_text("{}")
+    return out
+
+
+def test_phase_and_run_directories_mean_their_train_shards(produced, run_layout, capsys):
+    manifest, _ = produced
+    phase = run_layout / "seq128"
+    for target in (phase, run_layout):
+        code, stdout, stderr = cli(capsys, "validate", str(target), "--workers", "1")
+        assert code == 0, stdout + stderr
+        assert "stage.json" not in stdout and "checksum mismatch" not in stdout
+        assert f"valid: 3 shard(s), {manifest['totals']['instances']:,} records" in stdout
+        assert str(phase / "train" / "manifest.json") in stdout
+        code, stdout, _ = cli(capsys, "stats", str(target), "--json", "--workers", "1")
+        assert code == 0 and json.loads(stdout)["records"] == manifest["totals"]["instances"]
+        code, stdout, _ = cli(capsys, "inspect", str(target), "-n", "1", "--json")
+        assert code == 0 and json.loads(stdout)["shard"].startswith(str(phase / "train"))
+    code, stdout, _ = cli(capsys, "inspect", str(phase / "eval"), "-n", "1", "--json")
+    assert code == 0 and json.loads(stdout)["shard"].startswith(str(phase / "eval"))
+
+
+def test_run_directory_with_several_phases_asks_for_one(run_layout, capsys):
+    shutil.copytree(run_layout / "seq128", run_layout / "seq512")
+    code, _, stderr = cli(capsys, "stats", str(run_layout))
+    assert code == 2
+    assert "several phases (seq128, seq512): name one" in stderr and "Traceback" not in stderr
+
+
+def test_directory_without_tfrecord_names_skips_non_shard_files(produced, tmp_path, capsys):
+    _, shards = produced
+    target = tmp_path / "google"
+    target.mkdir()
+    for i, shard in enumerate(shard_files(shards)):
+        shutil.copy(shard, target / f"examples_{i}")  # the reference's files may have any name
+    for name in ("stage.json", "manifest.json", "rejects.jsonl", ".partial", "notes.md"):
+        (target / name).write_text("{}\n")
+    code, stdout, stderr = cli(capsys, "stats", str(target), "--json", "--workers", "1")
+    assert code == 0, stderr
+    assert len(json.loads(stdout)["records_per_shard"]) == 3

@@ -78,4 +78,27 @@ def test_mismatch_exits_2_before_training(tmp_path, shards, capsys):
     assert _run(["--data", str(tmp_path / "none-*"), "--out", str(out)]) == 2
     assert "no shard files match" in capsys.readouterr().err
     assert _run(["--data", str(shards), "--out", str(out), "--steps", "5"]) == 2
-    assert "warmup_steps must be in [0, steps]" in capsys.readouterr().err
+    assert "--warmup-steps must be in [0, --steps]" in capsys.readouterr().err
+
+
+def test_missing_vocab_and_unwritable_out_fail_before_step_one(tmp_path, shards, capsys):
+    out = tmp_path / "run"
+    common = ["--data", str(shards), "--model", "tiny", "--max-position-embeddings", "64"]
+    common += ["--batch-size", "8", "--steps", "2", "--warmup-steps", "1", "--no-progress"]
+    rc = _run([*common, "--out", str(out), "--vocab", str(tmp_path / "missing.txt")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "missing.txt: no such file" in err and "Traceback" not in err
+    assert not out.exists()
+    (tmp_path / "a-file").write_text("")
+    rc = _run([*common, "--out", str(tmp_path / "a-file" / "run")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "a-file is not a directory" in err
+
+
+def test_errors_name_the_flags_typed(tmp_path, shards, capsys):
+    out = tmp_path / "run"
+    rc = _run(["--data", str(shards), "--out", str(out), "--steps", "10", "--warmup-steps", "20"])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert "--warmup-steps must be in [0, --steps] = [0, 10], got 20" in err
+    assert not out.exists()

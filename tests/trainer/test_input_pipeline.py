@@ -129,3 +129,22 @@ def test_unusable_inputs_are_clear_errors(tmp_path):
     (tmp_path / "junk.tfrecord").write_bytes(b"this is not a tfrecord file at all")
     with pytest.raises(ShardConfigError, match="not a readable TFRecord"):
         resolve_shards([str(tmp_path / "junk.tfrecord")])
+
+
+def test_phase_directory_resolves_as_the_shard_tools_do(tmp_path, shards):
+    from shards.reader import expand_shard_paths
+
+    phase = tmp_path / "bertprep-out" / "seq64"
+    shutil.copytree(shards, phase / "train")
+    shutil.copytree(shards, phase / "eval")
+    (phase / "stage.json").write_text('{"stage": "phase:seq64"}')
+    (tmp_path / "bertprep-out" / "run_summary.json").write_text("{}")
+    for target in (phase, tmp_path / "bertprep-out"):
+        info = resolve_shards([str(target)])
+        assert [f.rsplit("/", 1)[-1] for f in info.files] == [
+            "instances-00000-of-00002.tfrecord",
+            "instances-00001-of-00002.tfrecord",
+        ]
+        assert all("/seq64/train/" in f for f in info.files)
+        assert list(info.files) == expand_shard_paths([str(target)])
+        assert info.max_seq_length == SEQ and info.records
