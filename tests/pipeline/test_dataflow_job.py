@@ -1,0 +1,144 @@
+"""Every pipeline of ``bertprep run``, built as a Dataflow job description offline (no Dataflow
+service; staging goes to an emulated bucket), and checked: runner v2, the SDK container Beam
+picks is the Dockerfile's base image for the launcher's Beam and Python versions, the setup file
+staged, pipeline options passed through, and every DoFn of each stage in its job.
+
+The descriptions are written by ``tests.dataflow_description.DescribeThenRunLocally``, which also
+runs each pipeline locally so the next stage is built on real artifacts.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import apache_beam
+import pytest
+from apache_beam.internal import pickler
+from apache_beam.portability import common_urns
+from apache_beam.portability.api import beam_runner_api_pb2
+
+from benchmarks.gcs_emulator import GcsEmulator
+from tests.dataflow_description import DESCRIBE_DIR
+
+pytest.importorskip("gcp_storage_emulator")
+pytest.importorskip("apache_beam.runners.dataflow.dataflow_runner")
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+BUCKET = "staging"
+
+STAGE_DOFNS = [
+    ("clean", {"StageDocumentsFn", "ExactDuplicatesFn", "BandCandidatesFn", "FinishChunkFn"}),
+    ("split", {"SplitFileFn"}),
+    ("vocab", set()),
+    ("tokenize", {"TokenizeFileFn"}),
+    ("phase:seq128", {"BucketSlicesFn", "ExpandDupePassesFn", "CreateInstancesFn", "WriteShardFn"}),
+    ("phase:seq512", {"BucketSlicesFn", "ExpandDupePassesFn", "CreateInstancesFn", "WriteShardFn"}),
+]
+
+
+def dockerfile_base_image() -> str:
+    for line in (ROOT / "Dockerfile").read_text().splitlines():
+        if line.startswith("FROM "):
+            return line.split()[1]
+    raise AssertionError("the Dockerfile has no FROM line")
+
+
+def dofn_names(pipeline: beam_runner_api_pb2.Pipeline) -> set[str]:
+    """Class names of every DoFn of the pipeline's ParDo transforms."""
+    names = set()
+    for transform in pipeline.components.transforms.values():
+        if transform.spec.urn != common_urns.primitives.PAR_DO.urn:
+            continue
+        payload = beam_runner_api_pb2.ParDoPayload.FromString(transform.spec.payload)
+        if payload.do_fn.urn != "beam:dofn:pickled_python_info:v1":
+            continue
+        fn = pickler.loads(payload.do_fn.payload)[0]
+        names.add(type(fn).__name__)
+    return names
+
+
+@pytest.fixture(scope="module")
+def described(tmp_path_factory):
+    """[(description JSON, pipeline proto)] for every pipeline ``bertprep run`` ran, in order."""
+    work = tmp_path_factory.mktemp("dataflow")
+    with GcsEmulator(work / "emulator") as emulator:
+        emulator.create_bucket(BUCKET)
+        env = {**emulator.env(), DESCRIBE_DIR: str(work / "jobs")}
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pipeline.cli",
+                "run",
+                "--set",
+                f"output={work / 'out'}",
+                "--runner=tests.dataflow_description.DescribeThenRunLocally",
+                "--project=test-project",
+                "--region=us-central1",
+                f"--temp_location=gs://{BUCKET}/tmp",
+                "--no_auth",
+                "--sdk_location=container",
+                "--setup_file=./setup.py",
+                "--max_num_workers=7",
+                "--machine_type=n2-highmem-4",
+                "--direct_running_mode=multi_processing",
+                "--direct_num_workers=2",
+            ],
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        jobs = []
+        for path in sorted((work / "jobs").glob("*.json")):
+            job = json.loads(path.read_text())
+            url = job["environment"]["sdkPipelineOptions"]["options"]["pipelineUrl"]
+            proto = beam_runner_api_pb2.Pipeline.FromString(emulator.read(url))
+            jobs.append((job, proto))
+        summary = json.loads((work / "out" / "run_summary.json").read_text())
+    return jobs, summary
+
+
+def test_one_job_per_pipeline_of_the_run(described):
+    jobs, summary = described
+    assert [s["name"] for s in summary["stages"]] == [name for name, _ in STAGE_DOFNS]
+    assert len(jobs) == len(STAGE_DOFNS)
+
+
+def test_jobs_use_runner_v2_and_pass_the_options_through(described):
+    for job, _ in described[0]:
+        options = job["environment"]["sdkPipelineOptions"]["options"]
+        assert "use_runner_v2" in options["experiments"]
+        assert options["max_num_workers"] == 7
+        assert options["machine_type"] == "n2-highmem-4"
+        assert options["project"] == "test-project" and options["region"] == "us-central1"
+        assert options["setup_file"] == "./setup.py"
+        staged = [p["name"] for p in job["environment"]["workerPools"][0]["packages"]]
+        assert "workflow.tar.gz" in staged  # the sdist of --setup_file
+
+
+def test_the_sdk_container_is_the_dockerfiles_base_image(described):
+    base = dockerfile_base_image()
+    python = re.escape(f"python{sys.version_info.major}.{sys.version_info.minor}")
+    assert re.fullmatch(rf"apache/beam_{python}_sdk:{re.escape(apache_beam.__version__)}", base)
+    for _, proto in described[0]:
+        images = {
+            beam_runner_api_pb2.DockerPayload.FromString(env.payload).container_image
+            for env in proto.components.environments.values()
+            if env.urn == common_urns.environments.DOCKER.urn
+        }
+        # Dataflow's mirror of the same SDK image (gcr.io/cloud-dataflow/v1beta3/...).
+        assert {image.rsplit("/", 1)[-1] for image in images} == {base.rsplit("/", 1)[-1]}
+
+
+def test_every_dofn_of_each_stage_is_in_its_job(described):
+    for (name, expected), (_, proto) in zip(STAGE_DOFNS, described[0], strict=True):
+        assert expected <= dofn_names(proto), name
