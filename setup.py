@@ -40,6 +40,12 @@ EXTRAS = {
         "keras==3.15.1",
         "keras-hub==0.32.0",
         "tensorflow-text==2.21.1",
+        # the gs:// tests: an emulated bucket, Beam's GCS filesystem, offline Dataflow jobs
+        "gcp-storage-emulator==2026.7.19",
+        "google-cloud-storage==3.17.1",
+        "google-apitools==0.5.31",
+        "google-cloud-dataflow-client==0.13.0",
+        "build==1.6.1",
     ],
 }
 
