@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
+import tempfile
 import uuid
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 
 import apache_beam as beam
@@ -21,7 +24,9 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.instance_creation import TaskSpill
+from pipeline.stats import NAMESPACE
 from transforms.shard_layout import (
+    KEY_LIMIT,
     key_ranges,
     parse_block_in_range,
     residue_count,
@@ -96,6 +101,9 @@ class WriteShardFn(beam.DoFn):
         self._compression = compression
         self._offsets: dict | None = None
         self._spills_id: int | None = None
+        self.block_reads = beam.metrics.Metrics.counter(NAMESPACE, "spill_block_reads")
+        self.last_shard_block_reads = 0
+        """Ranged reads of spill files for the last shard written: one per block, any passes."""
 
     def process(self, index: int, spills: list[TaskSpill]):
         if self._spills_id != id(spills):
@@ -110,6 +118,7 @@ class WriteShardFn(beam.DoFn):
                 start, end = int(spill.bounds[r]), int(spill.bounds[r + 1])
                 blocks.append((task_id, r, count, spill.path, start, end))
         expected = sum(b[2] for b in blocks)
+        self.last_shard_block_reads = 0
         shard_bytes = sum(b[5] - b[4] for b in blocks)
         passes = max(1, math.ceil(shard_bytes / self._buffer_bytes))
         if self._shard_names:
@@ -121,12 +130,9 @@ class WriteShardFn(beam.DoFn):
         ctype = COMPRESSIONS[self._compression]
         digest = hashlib.sha256()
         with FileSystems.create(temp, compression_type=ctype) as f:
-            # Records are ordered by (shuffle key, task, index). Keys are uniform, so one pass per
-            # key range holds about buffer_bytes of records, whatever the shard's size.
-            for low, high in key_ranges(passes):
-                for piece in self._ordered_pieces(blocks, low, high):
-                    digest.update(piece)
-                    f.write(piece)
+            for piece in self._shard_pieces(blocks, passes):
+                digest.update(piece)
+                f.write(piece)
         written = digest.hexdigest()
         if FileSystems.exists(final):
             FileSystems.delete([final])
@@ -140,26 +146,94 @@ class WriteShardFn(beam.DoFn):
             )
         yield ShardResult(index, final, found, written).to_json()
 
-    def _ordered_pieces(self, blocks, low: int, high: int):
-        """The framed records with keys in [low, high) of every block, in shard order, joined
-        into pieces of ``_WRITE_RECORDS`` records."""
-        keys_parts, tasks_parts, index_parts, records = [], [], [], []
-        for task_id, r, count, path, start, end in blocks:
-            keys, positions, framed = parse_block_in_range(
-                _read_range(path, start, end), count, low, high
-            )
-            keys_parts.append(keys)
-            tasks_parts.append(np.full(len(keys), task_id, np.int64))
-            index_parts.append(r + self._num_shards * positions)
-            records.extend(framed)
-        if not records:
+    def _shard_pieces(self, blocks, passes: int):
+        """The shard's framed records in shard order, in pieces of ``_WRITE_RECORDS`` records.
+
+        Records are ordered by (shuffle key, task, index). Keys are uniform, so one pass per key
+        range holds about ``buffer_bytes`` of records, whatever the shard's size. Each block is
+        read from its spill file once: with several passes, its records are first sorted into one
+        worker-local file per key range, which the passes then read back.
+        """
+        if passes == 1:
+            parts = [self._parse_block(block, 0, KEY_LIMIT) for block in blocks]
+            yield from _ordered_pieces(parts)
             return
-        order = np.lexsort(
-            (np.concatenate(index_parts), np.concatenate(tasks_parts), np.concatenate(keys_parts))
-        ).tolist()
-        del keys_parts, tasks_parts, index_parts
-        for start in range(0, len(order), _WRITE_RECORDS):
-            yield b"".join([records[i] for i in order[start : start + _WRITE_RECORDS]])
+        bounds = np.asarray([low for low, _ in key_ranges(passes)], dtype=np.int64)
+        with tempfile.TemporaryDirectory(prefix="bertprep-shard-") as local:
+            files = [open(os.path.join(local, f"pass-{i:04d}"), "w+b") for i in range(passes)]  # noqa: SIM115
+            try:
+                for block in blocks:
+                    keys, tasks, indices, records = self._parse_block(block, 0, KEY_LIMIT)
+                    which = np.searchsorted(bounds, keys, side="right") - 1
+                    for i in np.unique(which).tolist():
+                        members = np.flatnonzero(which == i)
+                        _append_part(
+                            files[i],
+                            keys[members],
+                            tasks[members],
+                            indices[members],
+                            [records[m] for m in members.tolist()],
+                        )
+                for f in files:
+                    f.seek(0)
+                    yield from _ordered_pieces(list(_read_parts(f)))
+                    f.close()
+            finally:
+                for f in files:
+                    f.close()
+
+    def _parse_block(self, block, low: int, high: int):
+        """(keys, task ids, indices within the task, framed records) of one residue block's
+        records with keys in [low, high): one ranged read of its spill file."""
+        task_id, r, count, path, start, end = block
+        keys, positions, framed = parse_block_in_range(
+            _read_range(path, start, end), count, low, high
+        )
+        self.block_reads.inc()
+        self.last_shard_block_reads += 1
+        return keys, np.full(len(keys), task_id, np.int64), r + self._num_shards * positions, framed
+
+
+def _ordered_pieces(parts) -> Iterator[bytes]:
+    """The framed records of ``parts`` ((keys, tasks, indices, records) each) ordered by (key,
+    task, index), joined into pieces of ``_WRITE_RECORDS`` records."""
+    records = [r for part in parts for r in part[3]]
+    if not records:
+        return
+    order = np.lexsort(
+        (
+            np.concatenate([p[2] for p in parts]),
+            np.concatenate([p[1] for p in parts]),
+            np.concatenate([p[0] for p in parts]),
+        )
+    ).tolist()
+    for start in range(0, len(order), _WRITE_RECORDS):
+        yield b"".join([records[i] for i in order[start : start + _WRITE_RECORDS]])
+
+
+def _append_part(f, keys: np.ndarray, tasks: np.ndarray, indices: np.ndarray, records) -> None:
+    """Appends one part (count, keys, tasks, indices, record lengths, records) to a local file."""
+    lengths = np.fromiter((len(r) for r in records), dtype="<i8", count=len(records))
+    f.write(np.int64(len(records)).astype("<i8").tobytes())
+    for array in (keys, tasks, indices, lengths):
+        f.write(np.asarray(array, dtype="<i8").tobytes())
+    f.write(b"".join(records))
+
+
+def _read_parts(f) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, list[bytes]]]:
+    """The parts ``_append_part`` wrote to ``f``, from its current position to its end."""
+    while header := f.read(8):
+        n = int(np.frombuffer(header, dtype="<i8")[0])
+        arrays = np.frombuffer(f.read(32 * n), dtype="<i8").reshape(4, n)
+        data = f.read(int(arrays[3].sum()))
+        ends = np.cumsum(arrays[3]).tolist()
+        starts = [0, *ends[:-1]]
+        yield (
+            arrays[0],
+            arrays[1],
+            arrays[2],
+            [data[a:b] for a, b in zip(starts, ends, strict=True)],
+        )
 
 
 class WriteShards(beam.PTransform):
