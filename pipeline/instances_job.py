@@ -220,7 +220,7 @@ def build_pipeline(
         settings, token_tables(vocab, config), spill_dir, config.num_shards
     )
     shards = created["spills"] | "Shards" >> WriteShards(
-        config.output, config.shard_prefix, config.num_shards, config.compression
+        config.output, config.shard_prefix, config.num_shards, config.compression, spill_dir
     )
     stats = (
         (*(r[STATS_TAG] for r in read_parts), tokenized[STATS_TAG], created["stats"])
