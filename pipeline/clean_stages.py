@@ -435,6 +435,8 @@ class FinishChunkFn(CountingDoFn):
         out.write(batch)
         if seen != staged.documents:
             out.abandon()
+            if text is not None:
+                text.abandon()
             raise RuntimeError(
                 f"staged chunk {unit}/{chunk}: {staged.documents} documents recorded, {seen} found"
             )

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import heapq
 import json
+import lzma
 import resource
 import shutil
 import signal
@@ -37,6 +38,7 @@ from pipeline.artifacts import (
     RejectsPart,
     matching_paths,
     merge_reject_parts,
+    parquet_rows,
     read_json,
     read_parquet,
     write_bytes_atomically,
@@ -64,7 +66,7 @@ from pipeline.instance_creation import (
 )
 from pipeline.instances_job import InstancesJobConfig, token_tables
 from pipeline.shard_writer import WriteShardFn
-from pipeline.source_readers import SourceReader
+from pipeline.source_readers import SourceReader, WorkUnit
 from pipeline.split_job import SplitFileFn
 from pipeline.stats import MergeCounts
 from pipeline.token_files import INDEX_SUFFIX, TokenizeFileFn, data_path_of
@@ -177,7 +179,6 @@ class Upstream:
     """Every stage's real inputs and outputs on the sample (each DoFn run once, in order)."""
 
     root: Path
-    stage_fn: StageDocumentsFn
     units: list[tuple]
     exact_groups: dict[int, list[bytes]]
     exact_drops: list[tuple]
@@ -233,6 +234,9 @@ def stage_documents_fn(staging: Path) -> StageDocumentsFn:
 
 @pytest.fixture(scope="module")
 def up(tmp_path_factory) -> Upstream:
+    """The clean stages wired as ``clean_job.build_pipeline`` wires them (its GroupByKey,
+    CoGroupByKey and Top.Smallest done by hand), then split, tokenize and the pretokenized
+    instance stages as ``instances_job`` wires them: each DoFn run once, in order."""
     root = tmp_path_factory.mktemp("upstream")
     staging, clean = root / "staging", root / "clean"
     config = CleanJobConfig(output=str(clean))
@@ -284,7 +288,6 @@ def up(tmp_path_factory) -> Upstream:
     )
     upstream = Upstream(
         root,
-        stage_fn,
         elements,
         exact_groups,
         exact_drops,
@@ -297,9 +300,7 @@ def up(tmp_path_factory) -> Upstream:
         vocab,
     )
     indexes = matching_paths(str(root / "tokens" / "train" / f"tokens-*{INDEX_SUFFIX}"))
-    import pyarrow.parquet as pq
-
-    buckets = bucket_count(sum(pq.read_metadata(p).num_rows for p in indexes), 64)
+    buckets = bucket_count(sum(parquet_rows(p) for p in indexes), 64)
     for path in indexes:
         for bucket, table in run(BucketSlicesFn(SEED, buckets), [path]).main:
             upstream.slices.setdefault(bucket, []).append(table)
@@ -709,3 +710,23 @@ def test_parallel_commits_of_one_file_never_fail_nor_hide_it(tmp_path):
     assert not errors, errors[:3]
     assert path.read_bytes() == expected and not partials(tmp_path)
     assert merge_reject_parts(str(tmp_path / "rejects-*.jsonl"), str(tmp_path / "all")) == 64
+
+
+def test_damage_in_an_input_is_still_a_reject_and_its_retry_identical(tmp_path):
+    """Only reading is guarded in StageDocumentsFn: a cut-short input keeps the documents before
+    the damage and counts ``unreadable_file`` (a failing write fails the attempt, see above);
+    a retry of that unit rewrites the same files."""
+    text = " ".join(f"Entry {i} of the harbour log tells of fog and ships." for i in range(30))
+    lines = "".join(json.dumps({"title": f"t{i}", "text": f"{text} {i}"}) + "\n" for i in range(99))
+    data = lzma.compress(lines.encode("utf-8"))
+    (tmp_path / "cut.jsonl.xz").write_bytes(data[: len(data) * 2 // 3])
+    element = (0, "jsonl", WorkUnit(str(tmp_path / "cut.jsonl.xz"), "cut.jsonl.xz"))
+    staging = tmp_path / "staging"
+    first = run(stage_documents_fn(staging), [element])
+    files = committed(staging)
+    (stats,) = first.stats
+    assert stats["jsonl.unreadable_file"] == 1 and 0 < stats["jsonl.documents"] < 99
+    assert sum(c.documents for c in first.main) == stats["jsonl.documents"]
+    assert "unreadable_file" in (staging / "rejects-0-00000.jsonl").read_text()
+    retry = run(stage_documents_fn(staging), [element])
+    assert committed(staging) == files and retry.stats == first.stats and not partials(staging)
