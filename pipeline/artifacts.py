@@ -3,27 +3,25 @@ the dead-letter ``rejects.jsonl`` writer."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import uuid
 
 import apache_beam as beam
-from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystem import BeamIOError, CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 
 def write_json(path: str, payload: object) -> None:
-    """Writes ``payload`` as indented, key-sorted UTF-8 JSON (local or remote path)."""
-    with FileSystems.create(path) as f:
-        f.write(json.dumps(payload, indent=2, sort_keys=True, ensure_ascii=False).encode("utf-8"))
+    """Writes ``payload`` as indented, key-sorted UTF-8 JSON (local or remote path), through a
+    temporary name: the result files that DoFns write survive a retried or duplicated attempt."""
+    data = json.dumps(payload, indent=2, sort_keys=True, ensure_ascii=False).encode("utf-8")
+    write_bytes_atomically(path, data)
 
 
 def write_json_atomically(path: str, payload: object) -> None:
     """Writes through a temporary name and renames, so a reader never sees half a file."""
-    temp = path + ".tmp"
-    write_json(temp, payload)
-    if FileSystems.exists(path):
-        FileSystems.delete([path])
-    FileSystems.rename([temp], [path])
+    write_json(path, payload)
 
 
 def read_json(path: str) -> dict:
@@ -58,16 +56,36 @@ def write_bytes_atomically(path: str, data: bytes) -> None:
     same content under the same name, so retries neither duplicate nor lose data.
     """
     temp = temporary_name(path)
-    with FileSystems.create(temp) as f:
-        f.write(data)
+    try:
+        with FileSystems.create(temp) as f:
+            f.write(data)
+    except BaseException:
+        _delete_quietly(temp)
+        raise
     commit(temp, path)
 
 
 def commit(temp: str, path: str) -> None:
-    """Renames the finished ``temp`` to ``path``, replacing an earlier attempt's file."""
-    if FileSystems.exists(path):
-        FileSystems.delete([path])
+    """Renames the finished ``temp`` to ``path``, replacing an earlier or a concurrent attempt's
+    file.
+
+    A rename replaces the target in one step on local disks (POSIX rename) and object stores
+    (copy over it), so a reader never finds ``path`` missing and two attempts committing at once
+    both succeed; only where a rename refuses an existing target is that deleted first.
+    """
+    try:
+        FileSystems.rename([temp], [path])
+        return
+    except BeamIOError:
+        if not FileSystems.exists(temp):
+            raise
+    _delete_quietly(path)  # a concurrent attempt may delete it too
     FileSystems.rename([temp], [path])
+
+
+def _delete_quietly(path: str) -> None:
+    with contextlib.suppress(BeamIOError):
+        FileSystems.delete([path])
 
 
 def write_parquet_atomically(path: str, table) -> None:

@@ -43,6 +43,7 @@ STAGING = ".staging"
 EXACT_TAG = "exact"
 BANDS_TAG = "bands"
 EXACT_PARTITIONS = 16
+_END = object()
 
 
 def chunk_path(staging: str, unit: int, chunk: int) -> str:
@@ -123,31 +124,45 @@ class StageDocumentsFn(CountingDoFn):
         rejects = RejectsPart(FileSystems.join(self._staging, f"rejects-0-{unit_index:05d}.jsonl"))
         chunk: _ChunkWriter | None = None
         number = 0
-        try:
-            for item in self._reader.read(kind, unit, local):
-                if isinstance(item, Reject):
-                    rejects.write(item.with_source(kind).to_json())
-                    continue
-                row = self._normalize(item, local, rejects)
-                if row is None:
-                    continue
-                if chunk is None:
-                    chunk = _ChunkWriter(
-                        self._staging, self._dedup, self._punkt_seed, unit_index, number
-                    )
-                chunk.add(row)
-                if chunk.documents >= self._chunk_documents or chunk.size >= self._chunk_bytes:
-                    yield from chunk.close()
-                    chunk, number = None, number + 1
-        except (OSError, EOFError, ValueError) as e:  # damage the readers did not absorb
-            local["unreadable_file"] += 1
-            rejects.write(Reject.of("unreadable_file", unit.name, str(e), kind).to_json())
+        for item in self._read(kind, unit, local, rejects):
+            if isinstance(item, Reject):
+                rejects.write(item.with_source(kind).to_json())
+                continue
+            row = self._normalize(item, local, rejects)
+            if row is None:
+                continue
+            if chunk is None:
+                chunk = _ChunkWriter(
+                    self._staging, self._dedup, self._punkt_seed, unit_index, number
+                )
+            chunk.add(row)
+            if chunk.documents >= self._chunk_documents or chunk.size >= self._chunk_bytes:
+                yield from chunk.close()
+                chunk, number = None, number + 1
         if chunk is not None:
             yield from chunk.close()
         rejects.close()
         local["input_files" if not unit.stream_range else "multistream_parts"] += 1
         for key, value in local.items():
             self.stats[f"{kind}.{key}"] += value
+
+    def _read(self, kind: str, unit: WorkUnit, local: Counter[str], rejects: RejectsPart):
+        """The reader's items; damage the readers did not absorb ends the unit as a reject.
+
+        Only reading is guarded: a failing write of this attempt's own files (a full disk, a
+        dying worker) must fail the attempt, so that the runner retries it, not pass for a
+        damaged input and commit a unit cut short."""
+        items = self._reader.read(kind, unit, local)
+        while True:
+            try:
+                item = next(items, _END)
+            except (OSError, EOFError, ValueError) as e:
+                local["unreadable_file"] += 1
+                rejects.write(Reject.of("unreadable_file", unit.name, str(e), kind).to_json())
+                return
+            if item is _END:
+                return
+            yield item
 
     def _normalize(self, doc, local: Counter[str], rejects: RejectsPart) -> dict | None:
         from transforms.text_normalization import normalize_text
@@ -420,6 +435,8 @@ class FinishChunkFn(CountingDoFn):
         out.write(batch)
         if seen != staged.documents:
             out.abandon()
+            if text is not None:
+                text.abandon()
             raise RuntimeError(
                 f"staged chunk {unit}/{chunk}: {staged.documents} documents recorded, {seen} found"
             )

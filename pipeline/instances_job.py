@@ -305,6 +305,7 @@ def build_pipeline(
         config.num_shards,
         config.compression,
         tuple(config.shard_names) if config.shard_names is not None else None,
+        temp_dir=spill_dir,
     )
     stats = (
         (*(r[STATS_TAG] for r in read_parts), tokenized[STATS_TAG], created["stats"])

@@ -5,7 +5,8 @@ creation order within a task. Position ``g`` goes to shard ``g % num_shards`` (s
 ``transforms.shard_layout``), so shard sizes differ by at most one; within a shard, records are
 ordered by a keyed random 63-bit key. Consecutive instances of one document therefore land in
 different shards, and each shard mixes all buckets. A shard writer reads its block from every
-task's spill file, writes under a temporary name, renames, then reads the file back and counts.
+task's spill file, writes under a temporary name in a hidden directory that no shard reader looks
+into, renames, then reads the file back and counts.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import hashlib
 import math
 import os
 import tempfile
-import uuid
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 
@@ -23,6 +23,7 @@ import numpy as np
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
+from pipeline.artifacts import commit, temporary_name
 from pipeline.instance_creation import TaskSpill
 from pipeline.stats import NAMESPACE
 from transforms.shard_layout import (
@@ -39,6 +40,9 @@ SUFFIXES = {"none": ".tfrecord", "gzip": ".tfrecord.gz"}
 DEFAULT_BUFFER_BYTES = 16 << 20
 """Records a shard writer holds at a time; a larger shard is written in several key-range
 passes over its blocks (same bytes, bounded memory)."""
+TEMP_DIR = ".spill"
+"""Where shards are written before the rename (by default; the instances job passes its spill
+directory, which it deletes when done): no shard reader looks into a hidden subdirectory."""
 _WRITE_RECORDS = 4096  # records per write: the shard is never joined into one bytes object
 
 
@@ -92,9 +96,11 @@ class WriteShardFn(beam.DoFn):
         compression: str,
         buffer_bytes: int | None = None,
         shard_names: tuple[str, ...] | None = None,
+        temp_dir: str | None = None,
     ) -> None:
         self._output_dir = output_dir
         self._shard_names = shard_names
+        self._temp_dir = temp_dir or FileSystems.join(output_dir, TEMP_DIR)
         self._buffer_bytes = buffer_bytes or DEFAULT_BUFFER_BYTES
         self._prefix = prefix
         self._num_shards = num_shards
@@ -126,7 +132,9 @@ class WriteShardFn(beam.DoFn):
         else:
             name = shard_name(self._prefix, index, self._num_shards, self._compression)
         final = FileSystems.join(self._output_dir, name)
-        temp = FileSystems.join(self._output_dir, f".tmp-{uuid.uuid4().hex}-{name}")
+        # Not beside the shards: the trainer and the shard tools read a directory's
+        # "*.tfrecord*" files (or all of them), and a killed attempt's temporary file stays.
+        temp = temporary_name(FileSystems.join(self._temp_dir, name))
         ctype = COMPRESSIONS[self._compression]
         digest = hashlib.sha256()
         with FileSystems.create(temp, compression_type=ctype) as f:
@@ -134,9 +142,7 @@ class WriteShardFn(beam.DoFn):
                 digest.update(piece)
                 f.write(piece)
         written = digest.hexdigest()
-        if FileSystems.exists(final):
-            FileSystems.delete([final])
-        FileSystems.rename([temp], [final])
+        commit(temp, final)
         with FileSystems.open(final, compression_type=ctype) as f:
             found, content, leftover = count_and_hash_records(f)
         if found != expected or content != written or leftover:
@@ -240,7 +246,8 @@ class WriteShards(beam.PTransform):
     """PCollection[TaskSpill] → PCollection of ShardResult dicts, one per shard (empty included).
 
     ``shard_names`` (one file name per shard, in ``output_dir``) replaces the
-    ``<prefix>-NNNNN-of-NNNNN`` names: shard ``i`` is written as ``shard_names[i]``."""
+    ``<prefix>-NNNNN-of-NNNNN`` names: shard ``i`` is written as ``shard_names[i]``. Temporary
+    files go to ``temp_dir`` (default ``output_dir/.tmp``), never beside the shards."""
 
     def __init__(
         self,
@@ -249,6 +256,7 @@ class WriteShards(beam.PTransform):
         num_shards: int,
         compression: str,
         shard_names: tuple[str, ...] | None = None,
+        temp_dir: str | None = None,
     ) -> None:
         super().__init__()
         if compression not in COMPRESSIONS:
@@ -256,7 +264,12 @@ class WriteShards(beam.PTransform):
         if shard_names is not None and len(shard_names) != num_shards:
             raise ValueError(f"{len(shard_names)} shard names for {num_shards} shards")
         self._fn = WriteShardFn(
-            output_dir, prefix, num_shards, compression, shard_names=shard_names
+            output_dir,
+            prefix,
+            num_shards,
+            compression,
+            shard_names=shard_names,
+            temp_dir=temp_dir,
         )
         self._num_shards = num_shards
 

@@ -22,6 +22,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from pipeline.artifacts import write_bytes_atomically
 from pipeline.input_files import expand_inputs
 from transforms.seeding import stable_hash64
 
@@ -72,8 +73,7 @@ def _keyed_sentences(row: dict, seed: int, per_mille: int, exclude_eval: float =
 
 def _write_lines(path: str, keyed: list[tuple[int, str]]) -> None:
     text = "".join(s.replace("\n", " ") + "\n" for _, s in sorted(keyed))
-    with FileSystems.create(path) as f:
-        f.write(text.encode("utf-8"))
+    _write_text(path, text)
 
 
 def build_pipeline(p: beam.Pipeline, config: VocabJobConfig, pattern: str) -> None:
@@ -108,8 +108,9 @@ def _read_lines(path: str) -> list[str]:
 
 
 def _write_text(path: str, text: str) -> None:
-    with FileSystems.create(path) as f:
-        f.write(text.encode("utf-8"))
+    """Writes through a temporary name: a retried or a late attempt of the sampling step (or a
+    killed run) never leaves a cut-short file under ``path``."""
+    write_bytes_atomically(path, text.encode("utf-8"))
 
 
 def run_vocab_job(
@@ -212,10 +213,8 @@ def run_vocab_job(
         "samples": {"train_sentences": len(train), "heldout_sentences": len(heldout)},
         "seconds": {"sampling": round(sampling_s, 2), "training": round(training_s, 2)},
     }
-    temp = FileSystems.join(config.output, "manifest.json.tmp")
-    _write_text(temp, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-    final = FileSystems.join(config.output, "manifest.json")
-    if FileSystems.exists(final):
-        FileSystems.delete([final])
-    FileSystems.rename([temp], [final])
+    _write_text(
+        FileSystems.join(config.output, "manifest.json"),
+        json.dumps(manifest, indent=2, sort_keys=True) + "\n",
+    )
     return manifest | {"report": report}
