@@ -247,7 +247,7 @@ class WriteShards(beam.PTransform):
 
     ``shard_names`` (one file name per shard, in ``output_dir``) replaces the
     ``<prefix>-NNNNN-of-NNNNN`` names: shard ``i`` is written as ``shard_names[i]``. Temporary
-    files go to ``temp_dir`` (default ``output_dir/.tmp``), never beside the shards."""
+    files go to ``temp_dir`` (default ``output_dir/.spill``), never beside the shards."""
 
     def __init__(
         self,

@@ -109,7 +109,8 @@ class SourceReader:
     def _read_jsonl(self, f: WorkUnit, local: Counter[str]):
         field_name, title_field = self._text_field, self._title_field
         with _open(f.path) as stream:
-            for number, raw in enumerate(stream, start=1):
+            # Beam's decompressing file objects are not iterable: read line by line.
+            for number, raw in enumerate(iter(stream.readline, b""), start=1):
                 if not raw.strip():
                     continue
                 try:

@@ -176,6 +176,23 @@ def test_jsonl_and_parquet_sources(tmp_path, punkt_model):
     assert reasons == ["invalid_json_line", "missing_text_field", "missing_text_field"]
 
 
+@pytest.mark.parametrize("suffix", [".gz", ".bz2", ".xz"])
+def test_compressed_jsonl_is_read_line_by_line(tmp_path, punkt_model, suffix):
+    import bz2
+    import gzip
+    import lzma
+
+    compress = {".gz": gzip.compress, ".bz2": bz2.compress, ".xz": lzma.compress}[suffix]
+    text = " ".join(f"Line {i} of a record holds a plain sentence of prose." for i in range(12))
+    lines = [json.dumps({"text": f"{text} Record {n}."}) for n in range(3)]
+    path = tmp_path / f"a.jsonl{suffix}"
+    path.write_bytes(compress(("\n".join(lines) + "\n").encode()))
+    manifest, out = clean(tmp_path, jsonl=[str(path)])
+    assert sorted(d["doc_id"] for d in rows(out)) == [
+        f"jsonl/a.jsonl{suffix}/{n}" for n in (1, 2, 3)
+    ]
+
+
 def test_punkt_is_trained_on_the_corpus_without_a_model(tmp_path, monkeypatch):
     import nltk
 
