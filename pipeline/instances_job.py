@@ -33,6 +33,7 @@ from pipeline.instance_creation import (
     bucket_count,
 )
 from pipeline.shard_writer import SUFFIXES, WriteShards
+from pipeline.spill_groups import CoalesceSpills
 from pipeline.stats import NAMESPACE, REJECTS_TAG, STATS_TAG, MergeCounts
 from pipeline.tokenize_documents import TokenizeDocuments
 from tokenizer.vocab import Vocab
@@ -91,6 +92,11 @@ class InstancesJobConfig:
     shard_names: list[str] | None = None
     """File names (in ``output``) for the shards, one per shard, in place of
     ``<shard_prefix>-NNNNN-of-NNNNN.tfrecord``: google-research/bert's ``--output_file`` list."""
+    spill_groups: str = "auto"
+    """Merge the task spill files into ~``spill_group_mb`` group files before writing shards, so
+    a shard writer makes one ranged read per group rather than per task (``pipeline.spill_groups``):
+    "auto" (when the output is on an object store), "always" or "never". Same shard bytes."""
+    spill_group_mb: float = 256.0
     pretokenized: bool = False
     """``inputs`` are token index files (``tokens-*.index.parquet``, ``pipeline.token_files``)
     written with the same vocab and casing by ``bertprep run``'s tokenize stage: documents are
@@ -259,6 +265,19 @@ def _remove_previous_output(config: InstancesJobConfig) -> None:
         FileSystems.delete(stale)
 
 
+def uses_spill_groups(config: InstancesJobConfig) -> bool:
+    """Whether spill files are merged into group files (see ``InstancesJobConfig.spill_groups``):
+    on an object store every ranged read costs requests; on a local disk the merge would only
+    copy the records once more."""
+    if config.spill_groups not in ("auto", "always", "never"):
+        raise JobConfigError(
+            f"spill_groups must be auto, always or never, got {config.spill_groups!r}"
+        )
+    if config.spill_groups == "auto":
+        return "://" in config.output
+    return config.spill_groups == "always"
+
+
 def build_pipeline(
     p: beam.Pipeline,
     config: InstancesJobConfig,
@@ -299,7 +318,12 @@ def build_pipeline(
     created = slices | "Instances" >> CreateInstances(
         settings, token_tables(vocab, config), spill_dir, config.num_shards
     )
-    shards = created["spills"] | "Shards" >> WriteShards(
+    spills = created["spills"]
+    if uses_spill_groups(config):
+        spills = spills | "SpillGroups" >> CoalesceSpills(
+            spill_dir, config.num_shards, max(1, int(config.spill_group_mb * (1 << 20)))
+        )
+    shards = spills | "Shards" >> WriteShards(
         config.output,
         config.shard_prefix,
         config.num_shards,

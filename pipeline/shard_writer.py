@@ -25,6 +25,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline.artifacts import commit, temporary_name
 from pipeline.instance_creation import TaskSpill
+from pipeline.spill_groups import GroupSpill
 from pipeline.stats import NAMESPACE
 from transforms.shard_layout import (
     KEY_LIMIT,
@@ -111,21 +112,21 @@ class WriteShardFn(beam.DoFn):
         self.last_shard_block_reads = 0
         """Ranged reads of spill files for the last shard written: one per block, any passes."""
 
-    def process(self, index: int, spills: list[TaskSpill]):
+    def process(self, index: int, spills: list[TaskSpill] | list[GroupSpill]):
         if self._spills_id != id(spills):
-            self._offsets = task_offsets({s.task: s.count for s in spills})
+            counts = {}
+            for spill in spills:
+                if isinstance(spill, GroupSpill):
+                    counts.update(zip(spill.tasks, spill.counts, strict=True))
+                else:
+                    counts[spill.task] = spill.count
+            self._offsets = task_offsets(counts)
             self._spills_id = id(spills)
-        blocks = []  # (task id, residue, count, spill path, start, end), in task order
-        for spill in sorted(spills, key=lambda s: s.task):
-            r = residue_for_shard(index, self._offsets[spill.task], self._num_shards)
-            count = residue_count(spill.count, self._num_shards, r)
-            if count:
-                task_id = spill.bucket * (1 << 20) + spill.dupe
-                start, end = int(spill.bounds[r]), int(spill.bounds[r + 1])
-                blocks.append((task_id, r, count, spill.path, start, end))
-        expected = sum(b[2] for b in blocks)
+        reads = [self._read_for_shard(index, spill) for spill in spills]
+        reads = [r for r in reads if r[3]]
+        expected = sum(b[2] for r in reads for b in r[3])
         self.last_shard_block_reads = 0
-        shard_bytes = sum(b[5] - b[4] for b in blocks)
+        shard_bytes = sum(r[2] - r[1] for r in reads)
         passes = max(1, math.ceil(shard_bytes / self._buffer_bytes))
         if self._shard_names:
             name = self._shard_names[index]
@@ -138,7 +139,7 @@ class WriteShardFn(beam.DoFn):
         ctype = COMPRESSIONS[self._compression]
         digest = hashlib.sha256()
         with FileSystems.create(temp, compression_type=ctype) as f:
-            for piece in self._shard_pieces(blocks, passes):
+            for piece in self._shard_pieces(reads, passes):
                 digest.update(piece)
                 f.write(piece)
         written = digest.hexdigest()
@@ -152,34 +153,54 @@ class WriteShardFn(beam.DoFn):
             )
         yield ShardResult(index, final, found, written).to_json()
 
-    def _shard_pieces(self, blocks, passes: int):
+    def _read_for_shard(self, index: int, spill: TaskSpill | GroupSpill):
+        """(path, start, end, blocks) of what shard ``index`` needs from one spill file: one
+        contiguous range; blocks are (task id, residue, count, start, end) within the range."""
+        if isinstance(spill, GroupSpill):
+            start, end = spill.shard_range(index)
+            tasks, counts, lengths = spill.tasks, spill.counts, spill.lengths[index].tolist()
+        else:
+            r = residue_for_shard(index, self._offsets[spill.task], self._num_shards)
+            start, end = int(spill.bounds[r]), int(spill.bounds[r + 1])
+            tasks, counts, lengths = (spill.task,), (spill.count,), [end - start]
+        blocks, position = [], 0
+        for task, n, length in zip(tasks, counts, lengths, strict=True):
+            r = residue_for_shard(index, self._offsets[task], self._num_shards)
+            count = residue_count(n, self._num_shards, r)
+            if count:
+                task_id = task[0] * (1 << 20) + task[1]
+                blocks.append((task_id, r, count, position, position + length))
+            position += length
+        return spill.path, start, end, blocks
+
+    def _shard_pieces(self, reads, passes: int):
         """The shard's framed records in shard order, in pieces of ``_WRITE_RECORDS`` records.
 
         Records are ordered by (shuffle key, task, index). Keys are uniform, so one pass per key
-        range holds about ``buffer_bytes`` of records, whatever the shard's size. Each block is
-        read from its spill file once: with several passes, its records are first sorted into one
-        worker-local file per key range, which the passes then read back.
+        range holds about ``buffer_bytes`` of records, whatever the shard's size. Each range is
+        read from its spill file once: with several passes, its records are first sorted into
+        one worker-local file per key range, which the passes then read back.
         """
         if passes == 1:
-            parts = [self._parse_block(block, 0, KEY_LIMIT) for block in blocks]
+            parts = [part for read in reads for part in self._parse_range(read)]
             yield from _ordered_pieces(parts)
             return
         bounds = np.asarray([low for low, _ in key_ranges(passes)], dtype=np.int64)
         with tempfile.TemporaryDirectory(prefix="bertprep-shard-") as local:
             files = [open(os.path.join(local, f"pass-{i:04d}"), "w+b") for i in range(passes)]  # noqa: SIM115
             try:
-                for block in blocks:
-                    keys, tasks, indices, records = self._parse_block(block, 0, KEY_LIMIT)
-                    which = np.searchsorted(bounds, keys, side="right") - 1
-                    for i in np.unique(which).tolist():
-                        members = np.flatnonzero(which == i)
-                        _append_part(
-                            files[i],
-                            keys[members],
-                            tasks[members],
-                            indices[members],
-                            [records[m] for m in members.tolist()],
-                        )
+                for read in reads:
+                    for keys, tasks, indices, records in self._parse_range(read):
+                        which = np.searchsorted(bounds, keys, side="right") - 1
+                        for i in np.unique(which).tolist():
+                            members = np.flatnonzero(which == i)
+                            _append_part(
+                                files[i],
+                                keys[members],
+                                tasks[members],
+                                indices[members],
+                                [records[m] for m in members.tolist()],
+                            )
                 for f in files:
                     f.seek(0)
                     yield from _ordered_pieces(list(_read_parts(f)))
@@ -188,16 +209,19 @@ class WriteShardFn(beam.DoFn):
                 for f in files:
                     f.close()
 
-    def _parse_block(self, block, low: int, high: int):
-        """(keys, task ids, indices within the task, framed records) of one residue block's
-        records with keys in [low, high): one ranged read of its spill file."""
-        task_id, r, count, path, start, end = block
-        keys, positions, framed = parse_block_in_range(
-            _read_range(path, start, end), count, low, high
-        )
+    def _parse_range(self, read):
+        """[(keys, task ids, indices within the task, framed records)] of every block of one
+        range: one ranged read of its spill file."""
+        path, start, end, blocks = read
+        data = memoryview(_read_range(path, start, end))
         self.block_reads.inc()
         self.last_shard_block_reads += 1
-        return keys, np.full(len(keys), task_id, np.int64), r + self._num_shards * positions, framed
+        parts = []
+        for task_id, r, count, low, high in blocks:
+            keys, positions, framed = parse_block_in_range(data[low:high], count, 0, KEY_LIMIT)
+            indices = r + self._num_shards * positions
+            parts.append((keys, np.full(len(keys), task_id, np.int64), indices, framed))
+        return parts
 
 
 def _ordered_pieces(parts) -> Iterator[bytes]:

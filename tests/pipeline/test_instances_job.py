@@ -133,6 +133,28 @@ def test_shards_larger_than_the_writer_buffer_are_written_in_passes_with_the_sam
     assert manifest["shards"] == sample_run[0]["shards"]
 
 
+def test_spill_group_files_give_the_same_shards(tmp_path, sample_corpus_files, sample_vocab_path):
+    inputs = [str(sample_corpus_files[0].parent / "*.txt")]
+    runs = {
+        (groups, mb): run_job(
+            tmp_path,
+            inputs,
+            sample_vocab_path,
+            name=f"{groups}-{mb}",
+            num_shards=5,
+            bucket_size=8,
+            spill_groups=groups,
+            spill_group_mb=mb,
+        )
+        for groups, mb in (("never", 256.0), ("always", 256.0), ("always", 0.02))
+    }
+    baseline = runs["never", 256.0][0]
+    assert baseline["counts"]["buckets"] >= 4
+    for (groups, mb), (manifest, out) in runs.items():
+        assert manifest["shards"] == baseline["shards"], (groups, mb)
+        assert not (out / ".spill").exists()
+
+
 def test_seed_changes_output_and_rerun_replaces_previous(
     tmp_path, sample_corpus_files, sample_vocab_path
 ):

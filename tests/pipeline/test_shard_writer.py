@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from pipeline.instance_creation import TaskSpill
-from pipeline.shard_writer import WriteShardFn
+from pipeline.shard_writer import WriteShardFn, task_offsets
+from pipeline.spill_groups import MergeSpillGroupFn, group_tasks
 from transforms.shard_layout import KEY_LIMIT, spill_layout
 from transforms.tfrecord import count_and_hash_records, frame_record
 
@@ -28,7 +29,7 @@ def spills(tmp_path) -> list[TaskSpill]:
     return out
 
 
-def write_all(tmp_path, name: str, tasks: list[TaskSpill], buffer_bytes: int):
+def write_all(tmp_path, name: str, tasks: list, buffer_bytes: int):
     out = tmp_path / name
     out.mkdir()
     fn = WriteShardFn(str(out), "instances", NUM_SHARDS, "none", buffer_bytes=buffer_bytes)
@@ -52,3 +53,27 @@ def test_passes_write_the_same_bytes_and_read_each_block_once(tmp_path):
             found, _, leftover = count_and_hash_records(f)
         assert found == result["records"] and not leftover
     assert not list((tmp_path / "many-passes").glob(".tmp-*"))
+
+
+def merge_groups(tmp_path, tasks: list[TaskSpill], target_bytes: int):
+    offsets = task_offsets({t.task: t.count for t in tasks})
+    fn = MergeSpillGroupFn(str(tmp_path), NUM_SHARDS)
+    groups = []
+    for index, members in enumerate(group_tasks(tasks, target_bytes)):
+        groups += list(fn.process((index, [(t, offsets[t.task]) for t in members])))
+    return groups
+
+
+def test_group_files_give_the_same_shards_with_one_read_per_group(tmp_path):
+    tasks = spills(tmp_path)
+    alone, _ = write_all(tmp_path, "tasks", tasks, buffer_bytes=1 << 30)
+    groups = merge_groups(tmp_path, tasks, target_bytes=sum(int(t.bounds[-1]) for t in tasks) // 3)
+    assert 2 <= len(groups) < len(tasks)
+    assert sum(len(g.tasks) for g in groups) == len(tasks)
+    for buffer_bytes in (1 << 30, 2_000):
+        grouped, reads = write_all(tmp_path, f"groups-{buffer_bytes}", groups, buffer_bytes)
+        assert [r["content_sha256"] for r in grouped] == [r["content_sha256"] for r in alone]
+        assert reads == [len(groups)] * NUM_SHARDS
+    again = merge_groups(tmp_path, tasks, target_bytes=1)  # a retry: same files, one per task
+    assert len(again) == len(tasks)
+    assert not list(tmp_path.glob("*.partial-*"))
