@@ -34,6 +34,7 @@ from pipeline.artifacts import (
     write_bytes_atomically,
 )
 from pipeline.counting import CountingDoFn
+from pipeline.progress import ProgressReporter
 from pipeline.source_readers import SourceReader, WorkUnit
 from transforms import duplicate_keys as dk
 from transforms.rejects import Reject
@@ -108,8 +109,10 @@ class StageDocumentsFn(CountingDoFn):
         sample_punkt_seed: int | None,
         chunk_documents: int,
         chunk_bytes: int,
+        progress: ProgressReporter | None = None,
     ) -> None:
         self._reader = reader
+        self.progress = progress
         self._staging = staging
         self._min_words = min_words
         self._dedup = dedup
@@ -124,7 +127,8 @@ class StageDocumentsFn(CountingDoFn):
         chunk: _ChunkWriter | None = None
         number = 0
         try:
-            for item in self._reader.read(kind, unit, local):
+            on_read = self.progress.add if self.progress is not None else None
+            for item in self._reader.read(kind, unit, local, on_read):
                 if isinstance(item, Reject):
                     rejects.write(item.with_source(kind).to_json())
                     continue

@@ -212,7 +212,9 @@ def run_all(
             for side in ("train", "eval")
             if split_details["documents"].get(side, 0)
         }
-        manifests = run_tokenize_job(sides, vocab_path, config.vocab.lowercase, options_for())
+        manifests = run_tokenize_job(
+            sides, vocab_path, config.vocab.lowercase, options_for(), progress
+        )
         return {
             side: {
                 "files": len(m["files"]),
