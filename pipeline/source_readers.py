@@ -111,10 +111,7 @@ class SourceReader:
         from transforms.mediawiki_xml import WikiPage, iter_pages
         from transforms.wikitext import wikitext_to_paragraphs
 
-        if f.stream_range:
-            opened = RangeStream(f.stream_range)
-        else:
-            opened = _open(f.path, on_read)
+        opened = RangeStream(f.stream_range) if f.stream_range else _open(f.path, on_read)
         with opened as stream:
             for item in iter_pages(
                 stream,

@@ -89,7 +89,9 @@ def test_not_a_terminal_gives_periodic_newline_terminated_lines_without_carriage
 ):
     stream = io.StringIO()
     directory = str(tmp_path / "p")
-    with ProgressMonitor(directory, "clean", 100, "documents", stream=stream, poll=0.05, log_every=0.2):
+    with ProgressMonitor(
+        directory, "clean", 100, "documents", stream=stream, poll=0.05, log_every=0.2
+    ):
         _feed(directory, [10] * 10, 0.1)
     text = stream.getvalue()
     lines = text.splitlines()
