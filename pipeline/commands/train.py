@@ -191,6 +191,9 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         print(f"bertprep train: error: unknown arguments {' '.join(extra)}", file=sys.stderr)
         return 2
     try:
+        from pipeline.quiet import import_tensorflow
+
+        import_tensorflow()  # first, so that its start-up lines stay quiet
         from trainer.checkpointing import CheckpointError
         from trainer.evaluation import evaluate_run
         from trainer.input_pipeline import ConfigMismatchError, ShardConfigError
