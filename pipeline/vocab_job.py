@@ -144,8 +144,9 @@ def run_vocab_job(
     if not train:
         raise VocabJobError(f"the corpus at {config.input} holds no sentences to train on")
     progress(
-        f"sampled {len(train):,} training and {len(heldout):,} held-out sentences "
-        f"in {sampling_s:.1f} s; training..."
+        f"sampled {len(train):,} sentences to train the vocabulary on and {len(heldout):,} to "
+        f"check it on (the vocab check's own {config.heldout_per_mille / 10:g}% of the "
+        f"documents it reads) in {sampling_s:.1f} s; training..."
     )
 
     started = time.monotonic()
@@ -185,7 +186,12 @@ def run_vocab_job(
             f"(alphabet limit {config.limit_alphabet}): text in those scripts becomes [UNK]"
         )
     if not heldout:
-        warnings.append("no held-out sentences (corpus too small for the held-out share)")
+        warnings.append(
+            "vocab report without [UNK] rate and fertility: none of the documents fell in the "
+            f"vocab check's own {config.heldout_per_mille / 10:g}% sample (documents kept out of "
+            "vocab training to measure it on; this is not the train/eval split): the corpus is "
+            "too small for it"
+        )
     if config.compare_vocab:
         other = Vocab.from_file(config.compare_vocab)
         report["compare"] = {
