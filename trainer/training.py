@@ -57,6 +57,7 @@ from trainer.pretraining_model import (
     objective,
     summarize,
 )
+from trainer.progress import TrainProgress, format_metrics
 from trainer.run_config import (
     TrainConfig,
     read_record,
@@ -64,7 +65,6 @@ from trainer.run_config import (
     resume_conflicts,
     write_record,
 )
-from trainer.progress import TrainProgress, format_metrics
 from trainer.summaries import ScalarWriter
 
 LOGS = "logs"
