@@ -7,7 +7,8 @@ DoFns run in other processes, so Beam's metrics are not visible until the job is
   every ``interval`` seconds and at the end of each bundle, atomically rewrites one 8-byte file
   of its own (``<dir>/<pid>-<random>.progress``: its running total, little-endian int64);
 - launcher side, ``ProgressMonitor``: a thread sums those files about once a second and shows
-  ``label: done of total unit (pct), rate, ETA`` — one line rewritten in place (``\\r``) on a
+  ``label: done of total unit (pct), rate, ETA`` (the rate between the first and the latest
+  change seen) — one line rewritten in place (``\\r``) on a
   terminal, a plain line every ``log_every`` seconds otherwise (a log).
 
 Only local directories take part: with remote storage (``gs://``...) or a runner whose workers
@@ -118,23 +119,30 @@ def _duration(seconds: float) -> str:
     return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
 
 
-def format_progress(label: str, done: int, total: int | None, unit: str, elapsed: float) -> str:
+def _rate(value: float, unit: str) -> str:
+    if unit == "bytes":
+        return f"{_amount(value, unit)}/s"
+    return f"{value:,.1f} {unit}/s" if value < 10 else f"{value:,.0f} {unit}/s"
+
+
+def format_progress(label: str, done: int, total: int | None, unit: str, rate: float | None) -> str:
     """``clean: 1.2 MB of 3.4 MB read (35%), 0.5 MB/s, ETA 0:00:04`` (bytes) or ``tokenize: 120
-    of 500 documents (24%), 40 documents/s, ETA 0:00:10``; without a total, no share and no ETA;
-    no rate before any time has passed."""
+    of 500 documents (24%), 40 documents/s, ETA 0:00:10``. Without a total: no share and no ETA;
+    without a rate (``None`` or 0): neither rate nor ETA; once the total is reached: ``finishing``
+    instead of an ETA (the stage's later steps still run)."""
     noun = "" if unit == "bytes" else f" {unit}"
     verb = " read" if unit == "bytes" else ""
     text = f"{label}: {_amount(done, unit)}"
     if total:
-        share = min(done / total, 1.0)
-        text += f" of {_amount(total, unit)}{noun}{verb} ({share:.0%})"
+        text += f" of {_amount(total, unit)}{noun}{verb} ({min(done / total, 1.0):.0%})"
     else:
         text += f"{noun}{verb}"
-    rate = done / elapsed if elapsed > 0 else 0.0
-    if rate > 0:
-        text += f", {_amount(rate, unit)}/s" if unit == "bytes" else f", {rate:,.0f}{noun}/s"
-        if total:
-            text += f", ETA {_duration(max(total - done, 0) / rate)}"
+    if rate:
+        text += f", {_rate(rate, unit)}"
+    if total and done >= total:
+        text += ", finishing"
+    elif total and rate:
+        text += f", ETA {_duration((total - done) / rate)}"
     return text
 
 
@@ -169,6 +177,8 @@ class ProgressMonitor:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._width = 0
+        self._first: tuple[float, int] | None = None
+        self._last: tuple[float, int] | None = None
 
     def __enter__(self) -> ProgressMonitor:
         if self.directory is None:
@@ -195,7 +205,18 @@ class ProgressMonitor:
         done = read_progress(self.directory)
         if done and (not self.observed or self.observed[-1] != done):
             self.observed.append(done)
+            now = time.monotonic()
+            if self._first is None:
+                self._first = (now, done)
+            self._last = (now, done)
         return done
+
+    def rate(self) -> float | None:
+        """Units per second between the first and the latest change seen (so neither the
+        runner's start-up nor the stage's later steps count)."""
+        if self._first is None or self._last is None or self._last[0] <= self._first[0]:
+            return None
+        return (self._last[1] - self._first[1]) / (self._last[0] - self._first[0])
 
     def _watch(self) -> None:
         logged_at, logged = self._started, 0
@@ -204,7 +225,7 @@ class ProgressMonitor:
             if not done:
                 continue
             now = time.monotonic()
-            line = format_progress(self.label, done, self.total, self.unit, now - self._started)
+            line = format_progress(self.label, done, self.total, self.unit, self.rate())
             if self._tty:
                 line = line[: shutil.get_terminal_size().columns - 1]
                 self._stream.write("\r" + line.ljust(self._width))

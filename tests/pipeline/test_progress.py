@@ -66,15 +66,31 @@ def test_the_monitor_sees_progress_of_a_multi_process_pipeline_before_its_end(tm
 
 
 def test_progress_line_has_share_rate_and_eta():
-    line = format_progress("tokenize", 250, 1000, "documents", 10.0)
+    line = format_progress("tokenize", 250, 1000, "documents", 25.0)
     assert line == "tokenize: 250 of 1,000 documents (25%), 25 documents/s, ETA 0:00:30"
-    line = format_progress("clean", 3 << 20, 12 << 20, "bytes", 2.0)
+    line = format_progress("clean", 3 << 20, 12 << 20, "bytes", 1.5 * (1 << 20))
     assert line == "clean: 3.0 MB of 12.0 MB read (25%), 1.5 MB/s, ETA 0:00:06"
-    assert format_progress("instances", 7200, None, "document passes", 2.0) == (
+    assert format_progress("instances", 7200, None, "document passes", 3600.0) == (
         "instances: 7,200 document passes, 3,600 document passes/s"
     )
-    assert format_progress("x", 0, 10, "documents", 0.0) == "x: 0 of 10 documents (0%)"
+    assert format_progress("x", 3, 10, "documents", None) == "x: 3 of 10 documents (30%)"
+    assert format_progress("x", 3, 10, "documents", 0.5) == (
+        "x: 3 of 10 documents (30%), 0.5 documents/s, ETA 0:00:14"
+    )
     assert "ETA 1:01:40" in format_progress("x", 1, 3701, "documents", 1.0)
+    assert format_progress("x", 10, 10, "documents", 2.0) == (
+        "x: 10 of 10 documents (100%), 2.0 documents/s, finishing"
+    )
+
+
+def test_the_rate_counts_from_the_first_progress_seen_not_from_the_start(tmp_path):
+    directory = str(tmp_path / "p")
+    with ProgressMonitor(directory, "x", 100, "documents", log=lambda _: None, poll=0.05) as m:
+        time.sleep(0.5)  # the runner starting: no progress yet
+        _feed(directory, [10] * 4, 0.1)
+        time.sleep(0.2)
+    rate = m.rate()
+    assert rate is not None and 50 < rate < 150  # ~10 per 0.1 s, start-up not counted
 
 
 def _feed(directory: str, values: list[int], pause: float) -> None:
