@@ -144,9 +144,9 @@ def run_vocab_job(
     if not train:
         raise VocabJobError(f"the corpus at {config.input} holds no sentences to train on")
     progress(
-        f"sampled {len(train):,} sentences to train the vocabulary on and {len(heldout):,} to "
-        f"check it on (the vocab check's own {config.heldout_per_mille / 10:g}% of the "
-        f"documents it reads) in {sampling_s:.1f} s; training..."
+        f"sampled {len(train):,} sentences to train on and {len(heldout):,} for the vocab "
+        f"report (its own {config.heldout_per_mille / 10:g}% sample of documents) in "
+        f"{sampling_s:.1f} s; training..."
     )
 
     started = time.monotonic()
@@ -187,10 +187,9 @@ def run_vocab_job(
         )
     if not heldout:
         warnings.append(
-            "vocab report without [UNK] rate and fertility: none of the documents fell in the "
-            f"vocab check's own {config.heldout_per_mille / 10:g}% sample (documents kept out of "
-            "vocab training to measure it on; this is not the train/eval split): the corpus is "
-            "too small for it"
+            "the vocab report has no [UNK] rate or fertility: its own "
+            f"{config.heldout_per_mille / 10:g}% sample of documents (kept out of vocab training; "
+            "not the eval split) is empty in a corpus this small"
         )
     if config.compare_vocab:
         other = Vocab.from_file(config.compare_vocab)

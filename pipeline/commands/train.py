@@ -132,7 +132,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--log-every", type=_positive, default=100, help="TensorBoard/progress interval"
     )
     ck.add_argument(
-        "--progress", action=argparse.BooleanOptionalAction, default=True, help="progress bar"
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="progress line on stderr",
     )
     ck.add_argument(
         "--synthetic",
@@ -214,7 +217,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
             report = evaluate_run(config, log=log)
             print(json.dumps(report, indent=2))
             return 0
-        with contextlib.redirect_stdout(sys.stderr):  # Keras' progress bar; stdout gets JSON
+        with contextlib.redirect_stdout(sys.stderr):  # progress and Keras output; stdout gets JSON
             result = train(config, log=log)
     except (ConfigMismatchError, ShardConfigError, CheckpointError) as e:
         print(f"bertprep train: error: {e}", file=sys.stderr)
