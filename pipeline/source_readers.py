@@ -49,6 +49,10 @@ class _CountingStream(io.RawIOBase):
         self._on_read = on_read
         self._position = 0
 
+    @property
+    def mode(self) -> str:  # Beam's CompressedFile asks
+        return "rb"
+
     def readable(self) -> bool:
         return True
 

@@ -159,3 +159,25 @@ def test_the_clean_stage_reports_every_input_byte_read(tmp_path, monkeypatch):
     assert monitor.total == sum(f.stat().st_size for f in files)
     assert monitor.observed[-1] == monitor.total
     assert not (tmp_path / "clean" / ".progress").exists()
+
+
+def test_reading_any_input_reports_its_stored_bytes(tmp_path):
+    import bz2
+    import gzip
+    import lzma
+
+    from pipeline.source_readers import _open
+
+    text = b"".join(b'{"text": "line %d of the corpus"}\n' % i for i in range(5000))
+    for name, data in (
+        ("plain.jsonl", text),
+        ("a.jsonl.gz", gzip.compress(text)),
+        ("a.jsonl.bz2", bz2.compress(text)),
+        ("a.jsonl.xz", lzma.compress(text)),
+    ):
+        path = tmp_path / name
+        path.write_bytes(data)
+        seen: list[int] = []
+        with _open(str(path), seen.append) as f:
+            assert f.read() == text, name
+        assert sum(seen) == len(data), name
