@@ -181,3 +181,33 @@ def test_reading_any_input_reports_its_stored_bytes(tmp_path):
         with _open(str(path), seen.append) as f:
             assert f.read() == text, name
         assert sum(seen) == len(data), name
+
+
+def test_every_long_stage_of_run_reports_up_to_its_total(tmp_path, monkeypatch):
+    from pipeline.run_config import load_run_config
+    from pipeline.run_job import run_all
+    from tests.pipeline.test_run_job import SAMPLE as SAMPLE_CONFIG
+
+    seen: list[ProgressMonitor] = []
+    original_exit = ProgressMonitor.__exit__
+
+    def remember(self, *exc):
+        original_exit(self, *exc)
+        seen.append(self)
+
+    monkeypatch.setattr(ProgressMonitor, "__exit__", remember)
+    config = load_run_config(SAMPLE_CONFIG, [f"output={tmp_path / 'out'}"])
+    summary = run_all(
+        config,
+        lambda: make_pipeline_options(["--direct_running_mode=in_memory"]),
+        progress=lambda m: None,
+    )
+    assert [m.label for m in seen] == ["clean", "tokenize", "instances", "instances"]
+    for monitor in seen:
+        assert monitor.total and monitor.observed[-1] == monitor.total, monitor.label
+    tokenize, seq128, seq512 = seen[1:]
+    train, held_out = summary["split"]["train"], summary["split"]["eval"]
+    assert tokenize.total == train + held_out == summary["documents"]
+    # Documents × dupe passes (3 and 2 in the sample config; one pass over the eval side).
+    assert seq128.total == train * 3 + held_out and seq512.total == train * 2 + held_out
+    assert not list((tmp_path / "out").rglob(".progress"))
