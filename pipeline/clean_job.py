@@ -45,6 +45,7 @@ from pipeline.clean_stages import (
     train_punkt,
 )
 from pipeline.input_files import InputFile, expand_inputs
+from pipeline.progress import ProgressMonitor, ProgressReporter, progress_dir
 from pipeline.source_readers import SourceReader, WorkUnit
 from pipeline.stats import STATS_TAG, MergeCounts
 from transforms.duplicate_keys import chunk_of, row_of
@@ -133,6 +134,7 @@ def build_pipeline(
                 config.seed if pretrained is None else None,
                 config.chunk_documents,
                 config.chunk_bytes,
+                ProgressReporter(progress_dir(config.output)),
             )
         ).with_outputs(EXACT_TAG, BANDS_TAG, STATS_TAG, main="chunks")
     )
@@ -264,7 +266,9 @@ def run_clean_job(
     started = time.monotonic()
     p = beam.Pipeline(options=pipeline_options)
     build_pipeline(p, config, files, pretrained)
-    p.run().wait_until_finish()
+    total = sum(f.size_bytes for fs in files.values() for f in fs)
+    with ProgressMonitor(progress_dir(config.output), "clean", total, "bytes", progress):
+        p.run().wait_until_finish()
     elapsed = time.monotonic() - started
 
     result_path = FileSystems.join(config.output, _RESULT)

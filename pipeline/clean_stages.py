@@ -34,7 +34,8 @@ from pipeline.artifacts import (
     write_bytes_atomically,
 )
 from pipeline.counting import CountingDoFn
-from pipeline.source_readers import SourceReader, WorkUnit
+from pipeline.progress import ProgressReporter
+from pipeline.source_readers import OnRead, SourceReader, WorkUnit
 from transforms import duplicate_keys as dk
 from transforms.rejects import Reject
 from transforms.seeding import stable_hash64
@@ -109,8 +110,10 @@ class StageDocumentsFn(CountingDoFn):
         sample_punkt_seed: int | None,
         chunk_documents: int,
         chunk_bytes: int,
+        progress: ProgressReporter | None = None,
     ) -> None:
         self._reader = reader
+        self.progress = progress
         self._staging = staging
         self._min_words = min_words
         self._dedup = dedup
@@ -124,7 +127,8 @@ class StageDocumentsFn(CountingDoFn):
         rejects = RejectsPart(FileSystems.join(self._staging, f"rejects-0-{unit_index:05d}.jsonl"))
         chunk: _ChunkWriter | None = None
         number = 0
-        for item in self._read(kind, unit, local, rejects):
+        on_read = self.progress.add if self.progress is not None else None
+        for item in self._read(kind, unit, local, rejects, on_read):
             if isinstance(item, Reject):
                 rejects.write(item.with_source(kind).to_json())
                 continue
@@ -146,13 +150,20 @@ class StageDocumentsFn(CountingDoFn):
         for key, value in local.items():
             self.stats[f"{kind}.{key}"] += value
 
-    def _read(self, kind: str, unit: WorkUnit, local: Counter[str], rejects: RejectsPart):
+    def _read(
+        self,
+        kind: str,
+        unit: WorkUnit,
+        local: Counter[str],
+        rejects: RejectsPart,
+        on_read: OnRead | None = None,
+    ):
         """The reader's items; damage the readers did not absorb ends the unit as a reject.
 
         Only reading is guarded: a failing write of this attempt's own files (a full disk, a
         dying worker) must fail the attempt, so that the runner retries it, not pass for a
         damaged input and commit a unit cut short."""
-        items = self._reader.read(kind, unit, local)
+        items = self._reader.read(kind, unit, local, on_read)
         while True:
             try:
                 item = next(items, _END)

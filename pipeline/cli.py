@@ -4,19 +4,22 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 
 
 def _quiet_logging(verbose: bool) -> None:
-    """Beam logs start-up chatter at WARNING (missing GCP extras on import, worker arguments);
-    show it only with --verbose. Our own progress goes to stderr directly."""
+    """Beam logs start-up chatter at WARNING (missing GCP extras on import, worker arguments),
+    in the launcher and in every multi-process worker, and TensorFlow prints its own; show it
+    only with --verbose (``pipeline.quiet``). Our own progress goes to stderr directly."""
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     if verbose:
         return
+    from pipeline.quiet import quiet_subprocesses
+
+    quiet_subprocesses()
     root = logging.getLogger()
     level = root.level
     root.setLevel(logging.ERROR)
@@ -91,7 +94,6 @@ def unknown_argument_error(
 def main(argv: list[str] | None = None) -> int:
     """Entry point. Options the command does not define must be Beam pipeline options (for the
     commands that run a pipeline), passed on to Beam; anything else exits 2 naming it."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     argv = sys.argv[1:] if argv is None else argv
     _quiet_logging("-v" in argv or "--verbose" in argv)
     parser = build_parser()

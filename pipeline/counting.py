@@ -10,17 +10,23 @@ from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
+from pipeline.progress import ProgressReporter
 from pipeline.stats import STATS_TAG, report
 from transforms.rejects import Reject
 
 
 class CountingDoFn(beam.DoFn):
-    """Subclasses add to ``self.stats`` and yield ``self.reject(r)`` for dead-letter records."""
+    """Subclasses add to ``self.stats`` and yield ``self.reject(r)`` for dead-letter records;
+    those given a ``progress`` reporter add to it what they consume (flushed per bundle)."""
+
+    progress: ProgressReporter | None = None
 
     def start_bundle(self) -> None:
         self.stats: Counter[str] = Counter()
 
     def finish_bundle(self):
+        if self.progress is not None:
+            self.progress.flush()
         if self.stats:
             report(self.stats)
             yield beam.pvalue.TaggedOutput(

@@ -20,6 +20,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline.artifacts import write_bytes_atomically
 from pipeline.counting import CountingDoFn
+from pipeline.progress import ProgressReporter
 from pipeline.stats import STATS_TAG
 from pipeline.tokenize_documents import RefTable, load_documents
 from transforms.instance_batches import InstanceSettings, TokenTables, record_batches
@@ -117,12 +118,18 @@ class CreateInstancesFn(CountingDoFn):
     """((bucket, dupe), refs) → TaskSpill: the pass's records, written to ``spill_dir``."""
 
     def __init__(
-        self, settings: InstanceSettings, tables: TokenTables, spill_dir: str, num_shards: int
+        self,
+        settings: InstanceSettings,
+        tables: TokenTables,
+        spill_dir: str,
+        num_shards: int,
+        progress: ProgressReporter | None = None,
     ) -> None:
         self._settings = settings
         self._tables = tables
         self._spill_dir = spill_dir
         self._num_shards = num_shards
+        self.progress = progress
 
     def process(self, element: tuple[tuple[int, int], str]):
         (bucket, dupe), refs_path = element
@@ -140,6 +147,8 @@ class CreateInstancesFn(CountingDoFn):
         del framed
         path = FileSystems.join(self._spill_dir, f"task-{bucket:06d}-{dupe:04d}.spill")
         write_bytes_atomically(path, data)
+        if self.progress is not None:
+            self.progress.add(len(refs))
         yield TaskSpill(bucket, dupe, len(keys), path, bounds)
 
 
@@ -162,14 +171,20 @@ class AssignBuckets(beam.PTransform):
 
 
 class CreateInstances(beam.PTransform):
-    """PCollection[(bucket, RefTable)] → outputs ``spills`` (TaskSpill) and ``stats``."""
+    """PCollection[(bucket, RefTable)] → outputs ``spills`` (TaskSpill) and ``stats``; each
+    (bucket, dupe pass) done adds its documents to ``progress``."""
 
     def __init__(
-        self, settings: InstanceSettings, tables: TokenTables, spill_dir: str, num_shards: int
+        self,
+        settings: InstanceSettings,
+        tables: TokenTables,
+        spill_dir: str,
+        num_shards: int,
+        progress: ProgressReporter | None = None,
     ) -> None:
         super().__init__()
         self._expand = ExpandDupePassesFn(settings.dupe_factor, spill_dir)
-        self._fn = CreateInstancesFn(settings, tables, spill_dir, num_shards)
+        self._fn = CreateInstancesFn(settings, tables, spill_dir, num_shards, progress)
 
     def expand(self, slices):
         grouped = slices | "GroupBuckets" >> beam.GroupByKey()

@@ -32,6 +32,7 @@ from pipeline.instance_creation import (
     CreateInstances,
     bucket_count,
 )
+from pipeline.progress import ProgressMonitor, ProgressReporter, progress_dir
 from pipeline.shard_writer import SUFFIXES, WriteShards
 from pipeline.spill_groups import CoalesceSpills
 from pipeline.stats import NAMESPACE, REJECTS_TAG, STATS_TAG, MergeCounts
@@ -284,8 +285,10 @@ def build_pipeline(
     files: list[InputFile],
     vocab: Vocab,
     settings: InstanceSettings,
+    progress: ProgressReporter | None = None,
 ) -> None:
-    """Adds the whole job to ``p``; it writes the shards, rejects.jsonl and a result file."""
+    """Adds the whole job to ``p``; it writes the shards, rejects.jsonl and a result file; each
+    (bucket, dupe pass) done adds its documents to ``progress``."""
     spill_dir = FileSystems.join(config.output, SPILL_DIR)
     if config.pretokenized:
         num_buckets = bucket_count(sum(parquet_rows(f.path) for f in files), config.bucket_size)
@@ -316,7 +319,7 @@ def build_pipeline(
         )
         read_parts = [read]
     created = slices | "Instances" >> CreateInstances(
-        settings, token_tables(vocab, config), spill_dir, config.num_shards
+        settings, token_tables(vocab, config), spill_dir, config.num_shards, progress
     )
     spills = created["spills"]
     if uses_spill_groups(config):
@@ -480,9 +483,9 @@ class _InstancesBranch(beam.PTransform):
     """One instances job as a branch of a pipeline that may hold several (e.g. the train and
     eval sides of a phase): one runner start-up for all of them."""
 
-    def __init__(self, config, files, vocab, settings) -> None:
+    def __init__(self, config, files, vocab, settings, progress=None) -> None:
         super().__init__()
-        self._args = (config, files, vocab, settings)
+        self._args = (config, files, vocab, settings, progress)
 
     def expand(self, pbegin):
         build_pipeline(pbegin, *self._args)
@@ -513,7 +516,10 @@ def run_instances_jobs(
     for config in configs:  # every check before any job's output is touched
         vocab, settings = check_config(config)
         files = expand_inputs(config.inputs)
-        progress(f"{len(files)} input file(s), {sum(f.size_bytes for f in files):,} bytes")
+        progress(
+            f"{len(files)} input file(s), {sum(f.size_bytes for f in files):,} bytes "
+            f"→ {config.output}"
+        )
         prepared.append((config, files, vocab, settings))
     for config, *_ in prepared:
         if not FileSystems.exists(config.output):
@@ -521,13 +527,17 @@ def run_instances_jobs(
         _remove_previous_output(config)
 
     started = time.monotonic()
+    watch = progress_dir(configs[0].output)
     try:
         p = beam.Pipeline(options=pipeline_options)
         for i, args in enumerate(prepared):
             label = "Job" if len(prepared) == 1 else f"Job{i}"
-            p | label >> _InstancesBranch(*args)
-        result = p.run()
-        result.wait_until_finish()
+            p | label >> _InstancesBranch(*args, ProgressReporter(watch))
+        with ProgressMonitor(
+            watch, "instances", _document_passes(prepared), "document passes", progress
+        ):
+            result = p.run()
+            result.wait_until_finish()
         elapsed = time.monotonic() - started
         manifests = []
         for i, (config, files, vocab, _) in enumerate(prepared):
@@ -538,6 +548,16 @@ def run_instances_jobs(
             _remove_failed_output(config)
         raise
     return manifests
+
+
+def _document_passes(prepared) -> int | None:
+    """Documents × dupe passes over every job, when known up front (token index inputs)."""
+    if not all(config.pretokenized for config, *_ in prepared):
+        return None
+    return sum(
+        sum(parquet_rows(f.path) for f in files) * config.dupe_factor
+        for config, files, *_ in prepared
+    )
 
 
 def _finish(config, files, vocab, result, label: str, elapsed: float) -> dict:

@@ -273,7 +273,9 @@ def run_all(
             for side in ("train", "eval")
             if split_details["documents"].get(side, 0)
         }
-        manifests = run_tokenize_job(sides, vocab_path, config.vocab.lowercase, options_for())
+        manifests = run_tokenize_job(
+            sides, vocab_path, config.vocab.lowercase, options_for(), progress
+        )
         return {
             side: {
                 "files": len(m["files"]),
@@ -330,6 +332,8 @@ def run_all(
                     "instances": t["instances"],
                     "shards": len(manifest["shards"]),
                     "is_next_ratio": t["is_next_ratio"],
+                    "pairs": manifest["counts"].get("pairs", 0),
+                    "single_sentence_chunks": manifest["counts"].get("single_sentence_chunks", 0),
                     "bytes": _bytes_of(FileSystems.join(phase_dir, side)),
                 }
             return results
@@ -357,6 +361,82 @@ def _bytes_of(directory: str) -> int:
     return sum(m.size_in_bytes for m in matched)
 
 
+def _size(n: int) -> str:
+    """Bytes for a person: ``850 B``, ``14 kB``, ``1.5 MB``, ``2.30 GB``."""
+    if n >= 1e9:
+        return f"{n / 1e9:.2f} GB"
+    if n >= 1e6:
+        return f"{n / 1e6:.1f} MB"
+    if n >= 1e3:
+        return f"{n / 1e3:.0f} kB"
+    return f"{n} B"
+
+
+def _plural(n: int, noun: str) -> str:
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
+
+
+def _listing(counts: dict[str, int], prefix: str) -> str:
+    """``too short 8, redirect 1``: counts named ``prefix<reason>``, largest first."""
+    items = sorted(
+        ((k.removeprefix(prefix).replace("_", " "), v) for k, v in counts.items()),
+        key=lambda kv: (-kv[1], kv[0]),
+    )
+    return ", ".join(f"{name} {n:,}" for name, n in items)
+
+
+def describe_drops(counts: dict[str, int]) -> str:
+    """A source's drop counts in words: whole documents (``dropped_<reason>``), non-prose
+    paragraphs cut from books (``dropped_nonprose_*``), truncations and empty inputs."""
+    documents = {
+        k: v
+        for k, v in counts.items()
+        if k.startswith("dropped_") and not k.startswith("dropped_nonprose_")
+    }
+    parts = []
+    if documents:
+        parts.append(
+            f"{_plural(sum(documents.values()), 'document')} dropped "
+            f"({_listing(documents, 'dropped_')})"
+        )
+    paragraphs = counts.get("dropped_nonprose_paragraphs", 0)
+    if paragraphs:
+        rules = {
+            k: v
+            for k, v in counts.items()
+            if k.startswith("dropped_nonprose_") and k != "dropped_nonprose_paragraphs"
+        }
+        parts.append(
+            f"{_plural(paragraphs, 'non-prose paragraph')} cut"
+            + (f" ({_listing(rules, 'dropped_nonprose_')})" if rules else "")
+        )
+    other = {k: v for k, v in counts.items() if k.startswith(("truncated", "empty"))}
+    if other:
+        parts.append(_listing(other, ""))
+    return "; ".join(parts) or "nothing dropped"
+
+
+IS_NEXT_NOTE = (
+    "  IsNext < 50%: a chunk of one sentence has no B of its own, so it always takes a random\n"
+    "  next (as in google-research/bert); chunks of 2+ sentences are IsNext half the time."
+)
+
+
+def _is_next(r: dict) -> tuple[str, bool]:
+    """``IsNext 43.9% (48.4% of 1,645 chunks of 2+ sentences)`` and whether the note applies."""
+    ratio = r.get("is_next_ratio")
+    if ratio is None:
+        return "IsNext n/a", False
+    text = f"IsNext {100 * ratio:.1f}%"
+    pairs, single = r.get("pairs", 0), r.get("single_sentence_chunks", 0)
+    free = pairs - single
+    if single and free > 0:
+        is_next = round(ratio * pairs)
+        text += f" ({100 * is_next / free:.1f}% of {free:,} chunks of 2+ sentences)"
+        return text, True
+    return text, False
+
+
 def format_summary(summary: dict) -> str:
     """The end-of-run table a person reads."""
     lines = ["stage                 status    seconds"]
@@ -369,15 +449,22 @@ def format_summary(summary: dict) -> str:
         "tokens"
     )
     for source, counts in sorted(summary["counts"].items()):
-        drops = {k: v for k, v in counts.items() if k.startswith(("dropped", "truncated", "empty"))}
-        lines.append(f"  {source}: {counts.get('documents_out', 0):,} documents out; drops {drops}")
+        lines.append(
+            f"  {source}: {_plural(counts.get('documents_out', 0), 'document')} out; "
+            f"{describe_drops(counts)}"
+        )
+    noted = False
     for row in summary["phases"]:
         for side in ("train", "eval"):
             if side in row:
                 r = row[side]
+                is_next, note = _is_next(r)
+                noted = noted or note
                 lines.append(
-                    f"  {row['phase']}/{side}: {r['instances']:,} instances in {r['shards']} "
-                    f"shards, IsNext {r['is_next_ratio']}, {r['bytes'] / 1e6:.1f} MB"
+                    f"  {row['phase']}/{side}: {_plural(r['instances'], 'instance')} in "
+                    f"{_plural(r['shards'], 'shard')}, {_size(r['bytes'])}, {is_next}"
                 )
+    if noted:
+        lines.append(IS_NEXT_NOTE)
     lines.append(f"total {summary['seconds']} s; summary in {summary['output']}/{SUMMARY}")
     return "\n".join(lines)

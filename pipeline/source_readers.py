@@ -7,13 +7,14 @@ do not depend on where the corpus is stored; every later stage keys on them.
 
 from __future__ import annotations
 
+import io
 import json
 import lzma
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystem import CompressedFile, CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from transforms.rejects import Reject
@@ -36,12 +37,57 @@ class WorkUnit:
         return self.name
 
 
-def _open(path: str):
-    """A binary stream of the decompressed file (.bz2, .gz by Beam; .xz by lzma)."""
+OnRead = Callable[[int], None]
+"""Called with the number of (compressed, as stored) input bytes each read consumed."""
+
+
+class _CountingStream(io.RawIOBase):
+    """A raw stream that reports every read's size to ``on_read``."""
+
+    def __init__(self, raw, on_read: OnRead) -> None:
+        self._raw = raw
+        self._on_read = on_read
+        self._position = 0
+
+    @property
+    def mode(self) -> str:  # Beam's CompressedFile asks
+        return "rb"
+
+    def readable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._position
+
+    def readinto(self, buffer) -> int:
+        data = self._raw.read(len(buffer))
+        n = len(data)
+        buffer[:n] = data
+        self._position += n
+        self._on_read(n)
+        return n
+
+    def close(self) -> None:
+        self._raw.close()
+        super().close()
+
+
+def _size(path: str) -> int:
+    return FileSystems.match([path])[0].metadata_list[0].size_in_bytes
+
+
+def _open(path: str, on_read: OnRead | None = None):
+    """A binary stream of the decompressed file (.bz2, .gz by Beam; .xz by lzma); ``on_read``
+    hears of the stored bytes as they are read."""
+    raw = FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+    if on_read is not None:
+        raw = io.BufferedReader(_CountingStream(raw, on_read), 1 << 20)
     if path.endswith(".xz"):
-        raw = FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
         return lzma.open(raw)
-    return FileSystems.open(path, compression_type=CompressionTypes.AUTO)
+    compression = CompressionTypes.detect_compression_type(path)
+    if compression == CompressionTypes.UNCOMPRESSED:
+        return raw
+    return CompressedFile(raw, compression_type=compression)
 
 
 def _paragraphs_of_text(text: str) -> list[str]:
@@ -49,8 +95,10 @@ def _paragraphs_of_text(text: str) -> list[str]:
 
 
 class SourceReader:
-    """Reads units of one job configuration; ``read(kind, unit, counts)`` yields RawDocuments and
-    Rejects (without their source set) and adds outcome counts to ``counts``."""
+    """Reads units of one job configuration; ``read(kind, unit, counts, on_read)`` yields
+    RawDocuments and Rejects (without their source set), adds outcome counts to ``counts`` and
+    reports the stored bytes it consumed to ``on_read`` (a stream range and a Parquet file when
+    done, other files as they are read)."""
 
     def __init__(self, text_field: str, title_field: str, keep_disambiguation: bool) -> None:
         self._text_field = text_field
@@ -58,16 +106,16 @@ class SourceReader:
         self._keep_disambiguation = keep_disambiguation
 
     def read(
-        self, kind: str, unit: WorkUnit, counts: Counter[str]
+        self, kind: str, unit: WorkUnit, counts: Counter[str], on_read: OnRead | None = None
     ) -> Iterator[RawDocument | Reject]:
-        return getattr(self, f"_read_{kind}")(unit, counts)
+        return getattr(self, f"_read_{kind}")(unit, counts, on_read)
 
-    def _read_wikipedia(self, f: WorkUnit, local: Counter[str]):
+    def _read_wikipedia(self, f: WorkUnit, local: Counter[str], on_read: OnRead | None):
         from pipeline.multistream import RangeStream
         from transforms.mediawiki_xml import WikiPage, iter_pages
         from transforms.wikitext import wikitext_to_paragraphs
 
-        opened = RangeStream(f.stream_range) if f.stream_range else _open(f.path)
+        opened = RangeStream(f.stream_range) if f.stream_range else _open(f.path, on_read)
         with opened as stream:
             for item in iter_pages(
                 stream,
@@ -86,11 +134,14 @@ class SourceReader:
                     )
                 else:
                     yield item
+        if f.stream_range and on_read is not None:
+            r = f.stream_range
+            on_read((r.end if r.end is not None else _size(r.path)) - r.start)
 
-    def _read_books(self, f: WorkUnit, local: Counter[str]):
+    def _read_books(self, f: WorkUnit, local: Counter[str], on_read: OnRead | None):
         from transforms.book_text import clean_book
 
-        with _open(f.path) as stream:
+        with _open(f.path, on_read) as stream:
             data = stream.read()
         if not data:
             local["empty_file"] += 1
@@ -106,9 +157,9 @@ class SourceReader:
             title = f.name.rsplit("/", 1)[-1].rsplit(".", 1)[0]
             yield (f"books/{f.name}", "books", title, paragraphs)
 
-    def _read_jsonl(self, f: WorkUnit, local: Counter[str]):
+    def _read_jsonl(self, f: WorkUnit, local: Counter[str], on_read: OnRead | None):
         field_name, title_field = self._text_field, self._title_field
-        with _open(f.path) as stream:
+        with _open(f.path, on_read) as stream:
             # Beam's decompressing file objects are not iterable: read line by line.
             for number, raw in enumerate(iter(stream.readline, b""), start=1):
                 if not raw.strip():
@@ -127,7 +178,7 @@ class SourceReader:
                 title = str(obj.get(title_field, "")) if isinstance(obj, dict) else ""
                 yield (f"jsonl/{f.name}/{number}", "jsonl", title, _paragraphs_of_text(text))
 
-    def _read_parquet(self, f: WorkUnit, local: Counter[str]):
+    def _read_parquet(self, f: WorkUnit, local: Counter[str], on_read: OnRead | None):
         import pyarrow.parquet as pq
 
         field_name, title_field = self._text_field, self._title_field
@@ -155,6 +206,8 @@ class SourceReader:
                             _paragraphs_of_text(text),
                         )
                     row += 1
+        if on_read is not None:
+            on_read(_size(f.path))
 
 
 # MIDDLE#

@@ -23,6 +23,7 @@ from pipeline.artifacts import (
     write_parquet_atomically,
 )
 from pipeline.counting import CountingDoFn
+from pipeline.progress import ProgressReporter
 from pipeline.tokenize_documents import worker_tokenizer
 from tokenizer.vocab import Vocab
 from tokenizer.wordpiece import BertWordPieceTokenizer
@@ -122,11 +123,18 @@ class TokenizeFileFn(CountingDoFn):
     Sentences that tokenize to nothing are dropped (``dropped_empty_sentence``); a document left
     with none is rejected (``dropped_empty_document``, to a rejects part file)."""
 
-    def __init__(self, vocab: Vocab, do_lower_case: bool, outputs: dict[str, str]) -> None:
+    def __init__(
+        self,
+        vocab: Vocab,
+        do_lower_case: bool,
+        outputs: dict[str, str],
+        progress: ProgressReporter | None = None,
+    ) -> None:
         self._vocab = vocab
         self._do_lower_case = do_lower_case
         self._outputs = outputs
         self._tokenizer: BertWordPieceTokenizer | None = None
+        self.progress = progress
 
     def setup(self) -> None:
         self._tokenizer = worker_tokenizer(self._vocab, self._do_lower_case)
@@ -158,6 +166,8 @@ class TokenizeFileFn(CountingDoFn):
                     document = self._keep(key, sentences, encoded, rejects, local)
                     if document is not None:
                         kept.append(document)
+                if self.progress is not None:
+                    self.progress.add(len(docs))
         rejects.close()
         if kept:
             write_token_file(FileSystems.join(output, f"tokens-{name}"), kept)

@@ -8,6 +8,8 @@ the workers' counts.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
@@ -20,6 +22,7 @@ from pipeline.artifacts import (
     write_json,
     write_json_atomically,
 )
+from pipeline.progress import ProgressMonitor, ProgressReporter, progress_dir
 from pipeline.stats import STATS_TAG, MergeCounts
 from pipeline.token_files import INDEX_SUFFIX, TokenizeFileFn
 from tokenizer.vocab import Vocab
@@ -34,10 +37,15 @@ class TokenizeReconciliationError(RuntimeError):
 
 
 def run_tokenize_job(
-    sides: dict[str, tuple[str, str]], vocab_path: str, do_lower_case: bool, options
+    sides: dict[str, tuple[str, str]],
+    vocab_path: str,
+    do_lower_case: bool,
+    options,
+    progress: Callable[[str], None] | None = None,
 ) -> dict[str, dict]:
     """Tokenizes, for each side, the documents files at ``pattern`` into ``output`` (``sides``
-    maps a name to (pattern, output)), all in one pipeline; returns each side's manifest."""
+    maps a name to (pattern, output)), all in one pipeline; returns each side's manifest.
+    ``progress`` receives the periodic progress lines when stderr is not a terminal."""
     vocab = Vocab.from_file(vocab_path)
     work = []
     for name, (pattern, output) in sorted(sides.items()):
@@ -49,22 +57,27 @@ def run_tokenize_job(
         )
         work += [(name, path) for path in matching_paths(pattern)]
     outputs = {name: output for name, (_, output) in sides.items()}
-    counts_path = FileSystems.join(next(iter(outputs.values())), ".counts.json")
-    with beam.Pipeline(options=options) as p:
-        tokenized = (
-            p
-            | "ListFiles" >> beam.Create(work)
-            | "SpreadFiles" >> beam.Reshuffle()
-            | "Tokenize"
-            >> beam.ParDo(TokenizeFileFn(vocab, do_lower_case, outputs)).with_outputs(
-                STATS_TAG, main="none"
-            )
-        )
-        (
-            tokenized[STATS_TAG]
-            | "Sum" >> beam.CombineGlobally(MergeCounts())
-            | "Save" >> beam.Map(lambda c: write_json(counts_path, c))
-        )
+    first_output = next(iter(outputs.values()))
+    counts_path = FileSystems.join(first_output, ".counts.json")
+    watch = progress_dir(first_output)
+    p = beam.Pipeline(options=options)
+    tokenized = (
+        p
+        | "ListFiles" >> beam.Create(work)
+        | "SpreadFiles" >> beam.Reshuffle()
+        | "Tokenize"
+        >> beam.ParDo(
+            TokenizeFileFn(vocab, do_lower_case, outputs, ProgressReporter(watch))
+        ).with_outputs(STATS_TAG, main="none")
+    )
+    (
+        tokenized[STATS_TAG]
+        | "Sum" >> beam.CombineGlobally(MergeCounts())
+        | "Save" >> beam.Map(lambda c: write_json(counts_path, c))
+    )
+    total = sum(parquet_rows(path) for _, path in work)
+    with ProgressMonitor(watch, "tokenize", total, "documents", progress):
+        p.run().wait_until_finish()
     all_counts = read_json(counts_path)
     FileSystems.delete([counts_path])
     manifests = {}

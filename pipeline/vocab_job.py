@@ -145,8 +145,9 @@ def run_vocab_job(
     if not train:
         raise VocabJobError(f"the corpus at {config.input} holds no sentences to train on")
     progress(
-        f"sampled {len(train):,} training and {len(heldout):,} held-out sentences "
-        f"in {sampling_s:.1f} s; training..."
+        f"sampled {len(train):,} sentences to train on and {len(heldout):,} for the vocab "
+        f"report (its own {config.heldout_per_mille / 10:g}% sample of documents) in "
+        f"{sampling_s:.1f} s; training..."
     )
 
     started = time.monotonic()
@@ -186,7 +187,11 @@ def run_vocab_job(
             f"(alphabet limit {config.limit_alphabet}): text in those scripts becomes [UNK]"
         )
     if not heldout:
-        warnings.append("no held-out sentences (corpus too small for the held-out share)")
+        warnings.append(
+            "the vocab report has no [UNK] rate or fertility: its own "
+            f"{config.heldout_per_mille / 10:g}% sample of documents (kept out of vocab training; "
+            "not the eval split) is empty in a corpus this small"
+        )
     if config.compare_vocab:
         other = Vocab.from_file(config.compare_vocab)
         report["compare"] = {

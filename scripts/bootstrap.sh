@@ -12,8 +12,21 @@ if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
 fi
 echo "bootstrap: creating $venv and installing pinned dependencies (about a minute)..." >&2
 "$python" -m venv "$venv"
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade "pip>=24" 2>&1 | { grep -v "^WARNING: Location" >&2 || true; }
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$root/requirements.lock" 2>&1 | { grep -v "^WARNING: Location" >&2 || true; }
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps -e "$root" 2>&1 | { grep -v "^WARNING: Location" >&2 || true; }
+# pip's output (index warnings, setuptools' "Editable installation" banner from the build backend)
+# is shown only when a step fails.
+quietly() {
+  local log
+  log="$(mktemp)"
+  if ! "$@" >"$log" 2>&1; then
+    cat "$log" >&2
+    rm -f "$log"
+    return 1
+  fi
+  rm -f "$log"
+}
+pip=("$venv/bin/python" -m pip install --quiet --disable-pip-version-check)
+quietly "${pip[@]}" --upgrade "pip>=24"
+quietly "${pip[@]}" -r "$root/requirements.lock"
+quietly "${pip[@]}" --no-deps -e "$root"
 "$venv/bin/python" -c "import apache_beam, tokenizers, pipeline.cli" >/dev/null
 echo "$want" > "$stamp"

@@ -8,5 +8,5 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 bash scripts/bootstrap.sh
-export TF_CPP_MIN_LOG_LEVEL=2
+# bertprep keeps Beam's and TensorFlow's start-up logging quiet itself (-v shows it).
 .venv/bin/bertprep run "$@"

@@ -20,7 +20,7 @@ Besides the ``to_json`` keys, the report may carry two optional keys:
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from html import escape
 from pathlib import Path
@@ -74,6 +74,27 @@ def y_ticks(maximum: float, target: int = 5) -> list[float]:
     return [i * step for i in range(count + 1)]
 
 
+def log_ticks(maximum: float) -> list[int]:
+    """Ticks of a log-scaled count axis: 0, 1, 10, 100, ... up to the first power of ten at or
+    above ``maximum``."""
+    ticks = [0, 1]
+    while ticks[-1] < maximum:
+        ticks.append(ticks[-1] * 10)
+    return ticks
+
+
+def axis(values: Sequence[int], log_scale: bool) -> tuple[list[float], Callable[[float], float]]:
+    """The y ticks and the height fraction (0..1) of a value: linear from 0, or ``log10(1 + v)``
+    so that zero stays at the baseline and a bin of one record is still visible."""
+    top_value = max(values, default=0)
+    if log_scale:
+        ticks: list[float] = [float(t) for t in log_ticks(top_value)]
+        top = math.log10(1 + ticks[-1])
+        return ticks, lambda v: math.log10(1 + v) / top
+    ticks = y_ticks(top_value)
+    return ticks, lambda v: v / ticks[-1]
+
+
 def x_ticks(count: int, start: int = 0, target: int = 10) -> list[int]:
     """Bin values (``start`` … ``start + count - 1``) to label on the x axis."""
     if count <= 0:
@@ -96,6 +117,7 @@ class Chart:
     start: int = 0
     bar_names: Sequence[str] | None = None  # tooltip names per bar; default: bin_name + number
     bin_name: str = ""
+    log_scale: bool = False  # y axis log10(1 + count): a spike does not flatten the rest
 
 
 def _trim(histogram: Sequence[int]) -> list[int]:
@@ -116,13 +138,15 @@ def charts(report: dict[str, Any]) -> list[Chart]:
     return [
         Chart(
             "Real length per record",
-            f"mean {_num(length['mean'])} · full length {_pct(report['full_length_share'])}"
+            f"mean {_num(length['mean'])} · full length (= {report['max_seq_length']}, every "
+            f"truncated pair among them) {_pct(report['full_length_share'])}"
             f" · short (< {half}) {_pct(report['short_share'])}",
             "real length (tokens, sum of input_mask)",
-            "records",
+            "records (log scale)",
             length["histogram"],
             "#4c72b0",
             bin_name="length",
+            log_scale=True,
         ),
         Chart(
             "Records per shard",
@@ -187,7 +211,11 @@ def headline(report: dict[str, Any]) -> list[tuple[str, str]]:
             "Real length (min / mean / max)",
             f"{_int(length['min'])} / {_num(length['mean'])} / {_int(length['max'])}",
         ),
-        ("Full-length share (bounds the truncated share)", _pct(report["full_length_share"])),
+        (
+            f"Full-length share (length = {report['max_seq_length']}; every truncated pair is "
+            "full length, so this bounds the truncated share)",
+            _pct(report["full_length_share"]),
+        ),
         (f"Short share (length < {half})", _pct(report["short_share"])),
         ("Padding fraction", _pct(report["padding_fraction"])),
         ("Predictions per record (mean)", _num(report["predictions_per_instance"]["mean"])),
@@ -233,8 +261,7 @@ def _svg_chart(chart: Chart) -> str:
     plot_h = height - top - _MARGIN_BOTTOM
     bottom = top + plot_h
     values = list(chart.values)
-    ticks = y_ticks(max(values, default=0))
-    y_max = ticks[-1]
+    ticks, height_of = axis(values, chart.log_scale)
     n = max(len(values), 1)
     bar_w = plot_w / n
     gap = min(1.0, bar_w * 0.15) if bar_w >= 3 else 0.0
@@ -247,7 +274,7 @@ def _svg_chart(chart: Chart) -> str:
         f'<text x="{left}" y="36" font-size="12" fill="#555">{escape(chart.subtitle)}</text>',
     ]
     for tick in ticks:
-        y = bottom - plot_h * tick / y_max
+        y = bottom - plot_h * height_of(tick)
         out.append(
             f'<line x1="{left}" y1="{y:.1f}" x2="{left + plot_w}" y2="{y:.1f}" '
             f'stroke="#e6e6e6" stroke-width="1"/>'
@@ -259,7 +286,7 @@ def _svg_chart(chart: Chart) -> str:
     for i, value in enumerate(values):
         if not value:
             continue
-        bar_h = max(plot_h * value / y_max, 1.0)  # a non-empty bin stays visible
+        bar_h = max(plot_h * height_of(value), 1.0)  # a non-empty bin stays visible
         x = left + i * bar_w
         if chart.bar_names is not None:
             name = chart.bar_names[i]
@@ -349,8 +376,12 @@ def render_html(report: dict[str, Any]) -> str:
         "positions; [CLS], [SEP] and padding are left out of the token ranking. The masked-LM "
         "split compares the token at each used prediction slot with its label: [MASK] is "
         "&#8220;mask&#8221;, the label itself &#8220;kept&#8221;, anything else "
-        "&#8220;random&#8221;. Every truncated pair is full length, so the full-length share is "
-        "an upper bound of the truncated share.</p>"
+        "&#8220;random&#8221;. The real-length chart counts records on a log scale: most records "
+        "of a long-document corpus are full length (real length = max_seq_length), which on a "
+        "linear scale hides every other bin. A pair longer than max_seq_length is truncated to "
+        "exactly it, so every truncated pair is full length and the full-length share is an upper "
+        "bound of the truncated share (the instance manifest counts the truncated pairs exactly)."
+        "</p>"
     )
     parts.append("</body>")
     parts.append("</html>")
@@ -406,10 +437,9 @@ def _png_chart(image, origin: tuple[int, int], chart: Chart, fonts: dict) -> Non
     _draw_text(draw, (ox + left, oy + 28), chart.subtitle, "#555555", fonts["small"])
 
     values = list(chart.values)
-    ticks = y_ticks(max(values, default=0))
-    y_max = ticks[-1]
+    ticks, height_of = axis(values, chart.log_scale)
     for tick in ticks:
-        y = y1 - round(plot_h * tick / y_max)
+        y = y1 - round(plot_h * height_of(tick))
         draw.line([(x0, y), (x0 + plot_w, y)], fill="#e6e6e6")
         label = _compact(tick)
         tw, th = _text_size(draw, label, fonts["small"])
@@ -423,7 +453,7 @@ def _png_chart(image, origin: tuple[int, int], chart: Chart, fonts: dict) -> Non
             continue
         bx0 = x0 + round(i * bar_w)
         bx1 = max(x0 + round((i + 1) * bar_w) - 1 - gap, bx0)
-        by = y1 - max(round(plot_h * value / y_max), 1)
+        by = y1 - max(round(plot_h * height_of(value)), 1)
         draw.rectangle([bx0, by, bx1, y1 - 1], fill=chart.color)
 
     draw.line([(x0, y1), (x0 + plot_w, y1)], fill="#333333")

@@ -311,8 +311,9 @@ class BatchParser:
     """Parses serialized records into feature → (N, length) arrays with TensorFlow."""
 
     def __init__(self, sizes: RecordSizes) -> None:
-        import tensorflow as tf
+        from pipeline.quiet import import_tensorflow
 
+        tf = import_tensorflow()
         self._tf = tf
         self.sizes = sizes
         lengths = feature_lengths(sizes.max_seq_length, sizes.max_predictions_per_seq)

@@ -1,5 +1,5 @@
 """The pretraining loop: checks before step one, distributed train steps, checkpoints and resume,
-TensorBoard logs, a progress bar, evaluation, and the exported encoder.
+TensorBoard logs, a progress line (trainer.progress), evaluation, and the exported encoder.
 
 ``train(config)`` settles every size and checks the shards against the model before building
 anything (``ConfigMismatchError``/``ShardConfigError``), then builds the model and optimizer under
@@ -58,6 +58,7 @@ from trainer.pretraining_model import (
     objective,
     summarize,
 )
+from trainer.progress import TrainProgress, format_metrics
 from trainer.run_config import (
     TrainConfig,
     read_record,
@@ -311,7 +312,7 @@ def train(config: TrainConfig, where: Placement | None = None, log: Log = _stder
         return result
     if prep.eval_info is not None:
         result.eval = _evaluate(config, prep.eval_info, place, model, result.step)
-        log("eval: " + ", ".join(f"{k}={v:.4f}" for k, v in result.eval.items()))
+        log(f"eval: {format_metrics(result.eval)}")
     if config.save_encoder:
         vocab, lowercase = _vocab_for_export(prep.info, config.vocab, log)
         result.encoder = export_encoder(built.backbone, config.out, vocab, lowercase)
@@ -365,15 +366,7 @@ def _run_steps(
         _default_jit(place, config.jit_compile),
     )
     writer = ScalarWriter(f"{config.out.rstrip('/')}/{LOGS}/train")
-    progress = (
-        keras.utils.Progbar(
-            config.steps,
-            stateful_metrics=["loss", "mlm_acc", "nsp_acc", "lr", "seq/s"],
-            unit_name="step",
-        )
-        if config.progress
-        else None
-    )
+    progress = TrainProgress(config.steps, start) if config.progress else None
     loss_scaler = optimizer if isinstance(optimizer, keras.optimizers.LossScaleOptimizer) else None
     inner = getattr(optimizer, "inner_optimizer", optimizer)
     current = start
@@ -437,7 +430,11 @@ def _run_steps(
         eval_due = config.eval_every and current % config.eval_every == 0
         if eval_due and prep.eval_info is not None and current < config.steps:
             evaluation = _evaluate(config, prep.eval_info, place, model, current)
-            log(f"step {current} eval: " + ", ".join(f"{k}={v:.4f}" for k, v in evaluation.items()))
+            if progress is not None:
+                progress.close()
+            log(f"step {current} eval: {format_metrics(evaluation)}")
+    if progress is not None:
+        progress.close()
     result.step = current
     if steady_steps:
         result.sequences_per_second = steady_steps * config.batch_size / steady_time

@@ -1,4 +1,5 @@
-"""``bertprep run``: the whole job (clean → split → vocab → instance phases), resumable."""
+"""``bertprep run``: the whole job (clean → split → vocab → tokenize → instance phases),
+resumable."""
 
 from __future__ import annotations
 
@@ -12,8 +13,13 @@ HELP = "run every stage from raw inputs to training shards; finished stages are 
 SAMPLE_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "sample.yaml"
 EPILOG = """\
 Without --config: the project's embedded sample corpus, end to end, into ./bertprep-out.
-Stages: clean, split, vocab, phase:<name> (one per instance phase). Other --flags are Beam
-pipeline options (e.g. --runner DataflowRunner ...; see the README).
+Stages, each in its own directory under the output: clean (raw inputs to clean sentence-split
+documents, clean/); split (a deterministic held-out set of documents, eval.fraction,
+split/{train,eval}/); vocab (a WordPiece vocabulary trained on the train side, or vocab.path,
+vocab/); tokenize (every document's sentences to token ids, once, tokens/{train,eval}/, read in
+place by every phase and dupe pass); phase:<name> (one per instance phase: train and eval shards,
+<name>/{train,eval}/). Other --flags are Beam pipeline options (e.g. --runner DataflowRunner ...;
+see the README).
 """
 
 

@@ -71,7 +71,10 @@ def print_report(report: dict) -> None:
                 f"{lengths['min']} / {_num(lengths['mean'])} / {lengths['max']}",
             ),
             ("padding", _pct(report["padding_fraction"])),
-            ("full length (≥ truncated share)", _pct(report["full_length_share"])),
+            (
+                f"full length (= {report['max_seq_length']}, incl. all truncated pairs)",
+                _pct(report["full_length_share"]),
+            ),
             ("short (< half the length)", _pct(report["short_share"])),
             ("predictions / instance", _num(report["predictions_per_instance"]["mean"])),
             (

@@ -132,7 +132,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--log-every", type=_positive, default=100, help="TensorBoard/progress interval"
     )
     ck.add_argument(
-        "--progress", action=argparse.BooleanOptionalAction, default=True, help="progress bar"
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="progress line on stderr",
     )
     ck.add_argument(
         "--synthetic",
@@ -191,6 +194,9 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         print(f"bertprep train: error: unknown arguments {' '.join(extra)}", file=sys.stderr)
         return 2
     try:
+        from pipeline.quiet import import_tensorflow
+
+        import_tensorflow()  # first, so that its start-up lines stay quiet
         from trainer.checkpointing import CheckpointError
         from trainer.evaluation import evaluate_run
         from trainer.input_pipeline import ConfigMismatchError, ShardConfigError
@@ -219,7 +225,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
             report = evaluate_run(config, log=log)
             print(json.dumps(report, indent=2))
             return 0
-        with contextlib.redirect_stdout(sys.stderr):  # Keras' progress bar; stdout gets JSON
+        with contextlib.redirect_stdout(sys.stderr):  # progress and Keras output; stdout gets JSON
             result = train(config, log=log)
     except (ConfigMismatchError, ShardConfigError, CheckpointError) as e:
         print(f"bertprep train: error: {e}", file=sys.stderr)

@@ -87,8 +87,8 @@ def test_a_failed_attempt_leaves_nothing_a_reader_trusts(tmp_path):
     staging = tmp_path / "staging"
 
     class DyingReader(SourceReader):
-        def read(self, kind, unit, counts):
-            for i, item in enumerate(super().read(kind, unit, counts)):
+        def read(self, kind, unit, counts, on_read=None):
+            for i, item in enumerate(super().read(kind, unit, counts, on_read)):
                 if i == 4:
                     raise RuntimeError("worker lost")  # not absorbed: the bundle fails
                 yield item

@@ -16,7 +16,7 @@ import pytest
 
 from pipeline.beam_options import make_pipeline_options
 from pipeline.run_config import ConfigError, load_run_config
-from pipeline.run_job import run_all
+from pipeline.run_job import format_summary, run_all
 from pipeline.tokenize_job import INDEX_PATTERN
 from tests.pipeline.shard_reading import read_shards
 
@@ -68,6 +68,7 @@ def test_whole_job_on_the_sample_multi_process(tmp_path):
             files = sorted((out / phase / side).glob("instances-*.tfrecord"))
             data = read_shards(files, seq, preds)
             assert len(data["input_ids"]) == row[side]["instances"] > 0
+            assert 0 <= row[side]["single_sentence_chunks"] <= row[side]["pairs"]
     # No document is on both sides of the split, and the split keeps the clean stage's ids.
     train_ids, eval_ids = split_ids(out, "train"), split_ids(out, "eval")
     assert train_ids and eval_ids and not set(train_ids) & set(eval_ids)
@@ -257,3 +258,59 @@ def test_config_errors_before_any_work_keep_every_marker(tmp_path, capsys):
     capsys.readouterr()
     summary = json.loads((out / "run_summary.json").read_text())
     assert set(statuses(summary).values()) == {"skipped"}
+
+
+def test_the_summary_reads_as_words_not_python(tmp_path):
+    """Drops in words, singular shard, sizes in kB, IsNext explained against the README's 50/50."""
+    summary = {
+        "output": str(tmp_path),
+        "stages": [{"name": "clean", "status": "ran", "seconds": 1.0}],
+        "documents": 101,
+        "sentences": 1867,
+        "split": {"train": 96, "eval": 5},
+        "vocab": {"size": 3000},
+        "counts": {
+            "books": {
+                "documents_out": 3,
+                "dropped_nonprose_paragraphs": 57,
+                "dropped_nonprose_no_letters": 57,
+            },
+            "wikipedia": {"documents_out": 98, "dropped_too_short": 8, "dropped_redirect": 1},
+        },
+        "phases": [
+            {
+                "phase": "seq128",
+                "train": {
+                    "instances": 1814,
+                    "shards": 4,
+                    "is_next_ratio": 0.438809,
+                    "pairs": 1814,
+                    "single_sentence_chunks": 169,
+                    "bytes": 1_489_701,
+                },
+                "eval": {"instances": 17, "shards": 1, "is_next_ratio": 0.470588, "bytes": 14136},
+            }
+        ],
+        "seconds": 40.7,
+    }
+    text = format_summary(summary)
+    assert "{" not in text and "'" not in text
+    assert "books: 3 documents out; 57 non-prose paragraphs cut (no letters 57)" in text
+    assert "wikipedia: 98 documents out; 9 documents dropped (too short 8, redirect 1)" in text
+    assert "seq128/eval: 17 instances in 1 shard, 14 kB, IsNext 47.1%" in text
+    assert (
+        "seq128/train: 1,814 instances in 4 shards, 1.5 MB, "
+        "IsNext 43.9% (48.4% of 1,645 chunks of 2+ sentences)"
+    ) in text
+    assert "always takes a random" in text and "google-research/bert" in text
+    assert " 0.0 MB" not in text and "1 shards" not in text
+
+
+def test_run_help_names_every_stage_with_tokenize(capsys):
+    from pipeline.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "tokenize (every document's sentences to token ids, once" in text
+    assert "clean, split, vocab, tokenize, phase:NAME, all" in text

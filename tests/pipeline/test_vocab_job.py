@@ -134,3 +134,19 @@ def test_books_vocab_is_at_least_as_compact_as_googles(tmp_path, corpora):
     ours, google = manifest["report"]["heldout"], manifest["report"]["compare"]["heldout"]
     assert ours["fertility"] <= google["fertility"] * 1.05
     assert ours["unk_rate"] <= google["unk_rate"] + 0.001
+
+
+def test_an_empty_vocab_check_sample_is_not_called_held_out(tmp_path, sample_corpus_files):
+    """The vocab report's sample is its own, not the train/eval split: say so."""
+    source = sample_parquet(tmp_path / "clean", sample_corpus_files[:1])
+    messages: list[str] = []
+    config = VocabJobConfig(
+        input=str(source), output=str(tmp_path / "v"), vocab_size=500, heldout_per_mille=0
+    )
+    run_vocab_job(
+        config, make_pipeline_options(["--direct_running_mode=in_memory"]), messages.append
+    )
+    text = "\n".join(messages)
+    assert "held-out" not in text and "held out" not in text
+    assert "the vocab report has no [UNK] rate or fertility: its own 0% sample" in text
+    assert "not the eval split" in text

@@ -9,7 +9,14 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from shards.plots import SUPPORTED_SUFFIXES, render_html, write_report, x_ticks, y_ticks
+from shards.plots import (
+    SUPPORTED_SUFFIXES,
+    log_ticks,
+    render_html,
+    write_report,
+    x_ticks,
+    y_ticks,
+)
 from transforms.record_stats import ShardSetStats, StatsIds
 
 L, P = 32, 5
@@ -189,3 +196,28 @@ def test_ticks():
     assert x_ticks(21) == [0, 5, 10, 15, 20]
     assert x_ticks(3) == [0, 1, 2]
     assert x_ticks(0) == []
+
+
+def test_length_histogram_is_log_scaled_so_the_full_length_spike_hides_nothing():
+    data = report(shards=10, per_shard=100)  # ~60% of ~1,000 records at full length
+    spike = data["length"]["histogram"][L]
+    assert spike > 300
+    root = ET.fromstring(render_html(data))
+    length_svg = list(root.iter(f"{SVG}svg"))[0]
+    heights = [float(r.get("height")) for r in length_svg.findall(f"{SVG}rect")]
+    # On a linear scale a bin of a few records is 1 px next to the spike's ~200 px.
+    assert min(heights) >= 0.05 * max(heights)
+    labels = [t.text for t in length_svg.findall(f"{SVG}text")]
+    assert "records (log scale)" in labels
+    assert {"1", "10", "100", "1k"} <= set(labels)
+    subtitle = labels[1]
+    assert f"full length (= {L}, every truncated pair among them)" in subtitle
+    page = " ".join(root.itertext())
+    assert "every truncated pair is full length" in page and "log scale" in page
+
+
+def test_log_ticks():
+    assert log_ticks(0) == [0, 1]
+    assert log_ticks(1) == [0, 1]
+    assert log_ticks(7) == [0, 1, 10]
+    assert log_ticks(3839) == [0, 1, 10, 100, 1000, 10000]
