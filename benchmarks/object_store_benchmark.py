@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 VOCAB = ROOT.parent / "shared" / "corpora" / "vocab" / "bert-base-uncased-vocab.txt"
 BUCKET = "bench"
 STAGE_LINE = re.compile(r"\[bertprep run\] (\S+): running")
-SPILL_FILE = re.compile(r"task-\d+-\d+\.spill")
+SPILL_FILE = re.compile(r"(task-\d+-\d+|group-\d+)\.spill")
 
 
 def run_config(files: list[str], num_shards: int) -> dict:
@@ -94,7 +94,7 @@ def by_stage(requests: list[Request], stages: list[tuple[str, float]]) -> dict[s
 
 
 def spill_reads(requests: list[Request]) -> int:
-    """Ranged reads (downloads) of the instance stage's spill files."""
+    """Ranged reads (downloads) of the instance stage's spill files (task and group files)."""
     return sum(1 for r in requests if r.operation == "download" and SPILL_FILE.search(r.path))
 
 
