@@ -48,8 +48,9 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
         warmup = float(max(self.warmup_steps, 1))
         warm = self.peak * step / warmup
         span = float(max(self.total_steps - self.warmup_steps, 1))
-        frac = tf.clip_by_value((step - self.warmup_steps) / span, 0.0, 1.0)
-        decay = self.peak + (self.end - self.peak) * frac
+        # Steps left over the span (not 1 - steps done / span): exact near the end in float32.
+        left = tf.clip_by_value(float(self.total_steps) - step, 0.0, span)
+        decay = self.end + (self.peak - self.end) * left / span
         if self.warmup_steps == 0:
             return decay
         return tf.where(step < self.warmup_steps, warm, decay)
@@ -78,7 +79,9 @@ class ReferenceWarmupDecay(keras.optimizers.schedules.LearningRateSchedule):
 
     def __call__(self, step):
         step = tf.cast(step, tf.float32)
-        decay = self.peak * (1.0 - tf.minimum(step, float(self.total_steps)) / self.total_steps)
+        # (total - step) / total rather than 1 - step / total: exact near the end in float32.
+        left = float(self.total_steps) - tf.minimum(step, float(self.total_steps))
+        decay = self.peak * left / float(self.total_steps)
         if self.warmup_steps == 0:
             return decay
         warm = self.peak * step / float(self.warmup_steps)
@@ -130,10 +133,14 @@ class AdamWeightDecay(PreReducedGradients, keras.optimizers.AdamW):
         gradient = ops.cast(gradient, variable.dtype)
         m = self._momentums[self._get_variable_index(variable)]
         v = self._velocities[self._get_variable_index(variable)]
-        self.assign(m, ops.add(ops.multiply(m, self.beta_1), ops.multiply(gradient, 1 - self.beta_1)))
+        self.assign(
+            m, ops.add(ops.multiply(m, self.beta_1), ops.multiply(gradient, 1 - self.beta_1))
+        )
         self.assign(
             v,
-            ops.add(ops.multiply(v, self.beta_2), ops.multiply(ops.square(gradient), 1 - self.beta_2)),
+            ops.add(
+                ops.multiply(v, self.beta_2), ops.multiply(ops.square(gradient), 1 - self.beta_2)
+            ),
         )
         self.assign_sub(
             variable, ops.multiply(lr, ops.divide(m, ops.add(ops.sqrt(v), self.epsilon)))
@@ -220,4 +227,3 @@ def uses_weight_decay(optimizer: keras.optimizers.Optimizer, variable) -> bool:
     """Whether ``optimizer`` applies weight decay to ``variable``."""
     inner = getattr(optimizer, "inner_optimizer", optimizer)
     return inner.weight_decay is not None and inner._use_weight_decay(variable)
-

@@ -47,7 +47,9 @@ def head_activation_fn(name: str):
         return keras.activations.gelu
     if name == "gelu_approximate":
         return gelu_approximate
-    raise ValueError(f"unknown head activation {name!r}; choose one of {', '.join(HEAD_ACTIVATIONS)}")
+    raise ValueError(
+        f"unknown head activation {name!r}; choose one of {', '.join(HEAD_ACTIVATIONS)}"
+    )
 
 
 def build_pretraining_model(

@@ -232,6 +232,12 @@ def make_train_loop(
     return loop
 
 
+def last_update_learning_rate(optimizer: keras.optimizers.Optimizer, schedule) -> float:
+    """The rate the optimizer's latest update used: the schedule at ``iterations − 1`` (Keras
+    evaluates it at ``iterations``, then counts the update). Before any update: the first's."""
+    return float(schedule(max(int(optimizer.iterations.numpy()) - 1, 0)))
+
+
 def _vocab_for_export(info: ShardInfo, explicit: str | None, log: Log) -> tuple[str | None, bool]:
     lowercase = True if info.do_lower_case is None else info.do_lower_case
     if explicit:
@@ -436,8 +442,7 @@ def _run_steps(
                 "step": current,
                 **summarize(totals),
                 "grad_norm": totals["grad_norm"] / updates,
-                # The rate update `current` used (Keras reads the schedule before counting it).
-                "learning_rate": float(schedule(int(inner.iterations.numpy()) - 1)),
+                "learning_rate": last_update_learning_rate(inner, schedule),
                 "sequences_per_second": interval_runs * config.batch_size / max(seconds, 1e-9),
             }
             if loss_scaler is not None:

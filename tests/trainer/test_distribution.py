@@ -11,11 +11,14 @@ from dataclasses import replace
 from pathlib import Path
 
 import keras
+import numpy as np
 import pytest
 import tensorflow as tf
 
 from tests.trainer.conftest import small_config
 from trainer.distribution import Placement, resolve_precision, select_strategy
+from trainer.optimization import WarmupLinearDecay
+from trainer.summaries import read_scalars
 from trainer.training import train
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -190,3 +193,49 @@ def test_fp16_uses_dynamic_loss_scaling_and_resumes_in_float32(tmp_path, shards)
     second = train(config, where=Placement(cpu, "cpu", "none"))
     assert second.start_step == 3 and second.step == 5
     assert all("loss_scale" not in e for e in second.history)
+
+
+def _checkpoint_counts(out: Path, step: int) -> tuple[int, int]:
+    """(step, optimizer iterations) saved in ``OUT/checkpoints/ckpt-STEP``."""
+    reader = tf.train.load_checkpoint(str(out / "checkpoints" / f"ckpt-{step}"))
+    names = reader.get_variable_to_shape_map()
+    saved_step = next(n for n in names if n.startswith("step/"))
+    iterations = next(n for n in names if n.startswith("optimizer/") and "iteration" in n)
+    return int(reader.get_tensor(saved_step)), int(reader.get_tensor(iterations))
+
+
+def test_fp16_skipped_updates_are_not_counted_as_steps(tmp_path, shards):
+    """A loss scale of 2**40 overflows float16 gradients until it has been halved ~25 times:
+    those steps apply no update. The run still makes exactly ``steps`` updates, the step count
+    equals the optimizer's iterations (and so the schedule), and no NaN gradient norm is logged."""
+    out = tmp_path / "run"
+    config = small_config(
+        shards, out, steps=6, warmup_steps=2, initial_loss_scale=2.0**40, save_encoder=False
+    )
+    result = train(config, where=Placement(tf.distribute.get_strategy(), "cpu", "fp16"))
+    assert result.step == 6
+    assert _checkpoint_counts(out, 6) == (6, 6)
+    assert result.skipped_updates >= 20
+    history = result.history
+    assert [e["step"] for e in history] == [1, 2, 3, 4, 5, 6]
+    assert sum(e["skipped_updates"] for e in history) == result.skipped_updates
+    assert history[0]["skipped_updates"] >= 20  # 2**40 down to about 2**18
+    assert all(np.isfinite(e["grad_norm"]) and e["grad_norm"] > 0 for e in history)
+    assert all(np.isfinite(e["loss"]) for e in history)
+    # Each skip halved the scale once (no growth within 2000 steps).
+    assert history[-1]["loss_scale"] == 2.0 ** (40 - result.skipped_updates)
+    schedule = WarmupLinearDecay(config.learning_rate, 2, 6)
+    logged = [e["learning_rate"] for e in history]
+    assert logged == pytest.approx([float(schedule(n)) for n in range(6)], rel=1e-6)
+    scalars = read_scalars(f"{out}/logs/train")
+    assert [s for s, _ in scalars["skipped_updates"]] == [1, 2, 3, 4, 5, 6]
+
+
+def test_fp16_stops_when_no_update_is_ever_applied(tmp_path, shards):
+    """An infinite loss scale stays infinite when halved: every update is skipped, and the run
+    stops with FloatingPointError instead of looping for ever (exit status 1 from the CLI)."""
+    config = small_config(
+        shards, tmp_path / "run", steps=3, initial_loss_scale=float("inf"), save_encoder=False
+    )
+    with pytest.raises(FloatingPointError, match="no update applied in the last 100 steps"):
+        train(config, where=Placement(tf.distribute.get_strategy(), "cpu", "fp16"))
