@@ -202,7 +202,7 @@ def build_optimizer(
     schedule = build_schedule(config)
     common = dict(
         learning_rate=schedule,
-        weight_decay=config.weight_decay or None,
+        weight_decay=float(config.weight_decay),  # AdamW wants a float; 0: nothing excluded
         beta_1=config.beta_1,
         beta_2=config.beta_2,
         epsilon=config.epsilon,
@@ -226,4 +226,4 @@ def build_optimizer(
 def uses_weight_decay(optimizer: keras.optimizers.Optimizer, variable) -> bool:
     """Whether ``optimizer`` applies weight decay to ``variable``."""
     inner = getattr(optimizer, "inner_optimizer", optimizer)
-    return inner.weight_decay is not None and inner._use_weight_decay(variable)
+    return bool(inner.weight_decay) and inner._use_weight_decay(variable)

@@ -235,7 +235,12 @@ def test_fp16_stops_when_no_update_is_ever_applied(tmp_path, shards):
     """An infinite loss scale stays infinite when halved: every update is skipped, and the run
     stops with FloatingPointError instead of looping for ever (exit status 1 from the CLI)."""
     config = small_config(
-        shards, tmp_path / "run", steps=3, initial_loss_scale=float("inf"), save_encoder=False
+        shards,
+        tmp_path / "run",
+        steps=3,
+        warmup_steps=1,
+        initial_loss_scale=float("inf"),
+        save_encoder=False,
     )
     with pytest.raises(FloatingPointError, match="no update applied in the last 100 steps"):
         train(config, where=Placement(tf.distribute.get_strategy(), "cpu", "fp16"))

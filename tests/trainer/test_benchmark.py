@@ -1,0 +1,62 @@
+"""``python -m trainer.benchmark`` on this CPU with a tiny model: every combination runs and is
+reported, on random shards it writes itself and on the test shards."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from tests.trainer.conftest import SEQ
+from trainer.benchmark import main, predictions_for, write_random_shards
+from trainer.input_pipeline import make_dataset, resolve_shards
+
+TINY = ["--model", "tiny", "--max-position-embeddings", str(SEQ), "--steps", "2"]
+
+
+def test_random_shards_follow_the_feature_contract(tmp_path):
+    assert predictions_for(128) == 20 and predictions_for(512) == 76 and predictions_for(64) == 10
+    directory = write_random_shards(tmp_path, seq_length=32, records=10, vocab_size=300)
+    info = resolve_shards([str(directory)])
+    assert len(info.files) == 2 and (info.max_seq_length, info.max_predictions_per_seq) == (32, 5)
+    batch = next(iter(make_dataset(info, 10, training=False)))
+    ids, positions = batch["input_ids"].numpy(), batch["masked_lm_positions"].numpy()
+    assert ids.shape == (10, 32) and ids.max() < 300
+    assert (np.diff(positions, axis=1) > 0).all() and positions.min() >= 1
+    assert set(np.unique(batch["segment_ids"].numpy())) == {0, 1}
+    assert float(batch["masked_lm_weights"].numpy().sum()) == 50.0
+
+
+def test_benchmark_matrix_on_random_shards(tmp_path, capsys):
+    report_path = tmp_path / "report.json"
+    argv = ["--model", "tiny", "--max-position-embeddings", "160", "--steps", "2"]
+    argv += ["--seq-lengths", "64,160", "--records", "16", "--batch-size", "64:4,160:2"]
+    argv += ["--vocab-size", "500", "--precisions", "none,fp16", "--xla", "off"]
+    argv += ["--long-plan", "none:off", "--report", str(report_path)]
+    assert main(argv) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report == json.loads(report_path.read_text())
+    short, long = report["lengths"]
+    assert (short["seq_length"], long["seq_length"]) == (64, 160)
+    # Up to 128 the whole matrix; longer sequences only the --long-plan (no fp16 here).
+    both = ("real", "synthetic")
+    assert [(r["precision"], r["input"]) for r in short["runs"]] == [
+        (p, i) for p in ("none", "fp16") for i in both
+    ]
+    assert [(r["precision"], r["input"]) for r in long["runs"]] == [("none", i) for i in both]
+    for length, batch in ((short, 4), (long, 2)):
+        for row in length["runs"]:
+            assert row["sequences_per_second"] > 0 and row["batch_size"] == batch, row
+            assert row["xla"] is False and np.isfinite(row["final_loss"])
+    assert set(short["real_over_synthetic"]) == {"none", "fp16"}
+    assert set(long["real_over_synthetic"]) == {"none"}
+
+
+def test_benchmark_on_given_shards(shards, capsys):
+    argv = [*TINY, "--data", str(shards), "--batch-size", "8", "--precisions", "none"]
+    argv += ["--xla", "on", "--inputs", "synthetic"]
+    assert main(argv) == 0
+    (length,) = json.loads(capsys.readouterr().out)["lengths"]
+    assert length["seq_length"] == SEQ and length["data"] == str(shards)
+    (row,) = length["runs"]
+    assert row["xla"] is True and row["input"] == "synthetic" and row["sequences_per_second"] > 0
