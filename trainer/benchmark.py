@@ -16,19 +16,23 @@ trainer's own pipeline. With ``--data`` (repeatable) those shards are used inste
 length.
 
 Rates exclude the first host call (tracing, compilation). ``real_over_synthetic`` near 1 means the
-input pipeline keeps up. Prints one JSON report (``--report`` also writes it to a file); nothing
-else is kept.
+input pipeline keeps up. Prints one JSON report (``--report`` also writes it, after each length);
+a combination that fails (out of memory, say) is reported with its ``error`` and the exit status
+is 1. Nothing else is kept.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import sys
 import tempfile
 from pathlib import Path
 
+import keras
 import numpy as np
+import tensorflow as tf
 
 from trainer.input_pipeline import DataSpec, resolve_shards
 from trainer.run_config import TrainConfig
@@ -113,6 +117,8 @@ def measure(
         shuffle_buffer=args.shuffle_buffer,
     )
     result = train(config, log=lambda m: None)
+    keras.backend.clear_session()  # the next run starts from a clean graph and memory
+    gc.collect()
     rate = result.sequences_per_second or 0.0
     return {
         "input": "synthetic" if synthetic else "real",
@@ -195,7 +201,17 @@ def _seq_length_of(data: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    report: dict = {"model": args.model, "steps": args.steps, "lengths": []}
+    report: dict = {
+        "model": args.model,
+        "steps": args.steps,
+        "devices": [
+            tf.config.experimental.get_device_details(d).get("device_name", d.name)
+            for d in tf.config.list_physical_devices("GPU")
+        ]
+        or ["cpu"],
+        "versions": {"tensorflow": tf.__version__, "keras": keras.__version__},
+        "lengths": [],
+    }
     with tempfile.TemporaryDirectory() as tmp:
         if args.data:
             datasets = [(data, _seq_length_of(data)) for data in args.data]
@@ -213,7 +229,18 @@ def main(argv: list[str] | None = None) -> int:
             for precision, xla in _combinations(args, seq_length):
                 for synthetic in (i == "synthetic" for i in args.inputs):
                     run += 1
-                    row = measure(args, data, precision, xla, synthetic, f"{tmp}/run{run}", batch)
+                    try:
+                        row = measure(
+                            args, data, precision, xla, synthetic, f"{tmp}/run{run}", batch
+                        )
+                    except Exception as e:  # one failed combination (e.g. out of memory)
+                        row = {
+                            "input": "synthetic" if synthetic else "real",
+                            "precision": precision,
+                            "xla": xla,
+                            "batch_size": batch,
+                            "error": f"{type(e).__name__}: {str(e)[:500]}",
+                        }
                     rows.append(row)
                     print(f"[benchmark] seq {seq_length}: {json.dumps(row)}", file=sys.stderr)
             report["lengths"].append(
@@ -224,16 +251,24 @@ def main(argv: list[str] | None = None) -> int:
                     "real_over_synthetic": _ratios(rows),
                 }
             )
-    text = json.dumps(report, indent=2)
-    print(text)
-    if args.report:
-        Path(args.report).write_text(text + "\n")
-    return 0
+            _write(report, args.report)  # what is done so far, in case a later length fails
+    print(json.dumps(report, indent=2))
+    failed = sum("error" in row for length in report["lengths"] for row in length["runs"])
+    return 1 if failed else 0
+
+
+def _write(report: dict, path: str | None) -> None:
+    if path:
+        Path(path).write_text(json.dumps(report, indent=2) + "\n")
 
 
 def _ratios(rows: list[dict]) -> dict[str, float | None]:
     """Real over synthetic rate per precision/XLA pair measured both ways."""
-    rates = {(r["precision"], r["xla"], r["input"]): r["sequences_per_second"] for r in rows}
+    rates = {
+        (r["precision"], r["xla"], r["input"]): r["sequences_per_second"]
+        for r in rows
+        if "error" not in r
+    }
     ratios = {}
     for (precision, xla, kind), rate in rates.items():
         synthetic = rates.get((precision, xla, "synthetic"))

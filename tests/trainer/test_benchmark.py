@@ -36,6 +36,7 @@ def test_benchmark_matrix_on_random_shards(tmp_path, capsys):
     assert main(argv) == 0
     report = json.loads(capsys.readouterr().out)
     assert report == json.loads(report_path.read_text())
+    assert report["devices"] and report["versions"]["keras"]
     short, long = report["lengths"]
     assert (short["seq_length"], long["seq_length"]) == (64, 160)
     # Up to 128 the whole matrix; longer sequences only the --long-plan (no fp16 here).
@@ -46,6 +47,7 @@ def test_benchmark_matrix_on_random_shards(tmp_path, capsys):
     assert [(r["precision"], r["input"]) for r in long["runs"]] == [("none", i) for i in both]
     for length, batch in ((short, 4), (long, 2)):
         for row in length["runs"]:
+            assert "error" not in row, row
             assert row["sequences_per_second"] > 0 and row["batch_size"] == batch, row
             assert row["xla"] is False and np.isfinite(row["final_loss"])
     assert set(short["real_over_synthetic"]) == {"none", "fp16"}
@@ -60,3 +62,15 @@ def test_benchmark_on_given_shards(shards, capsys):
     assert length["seq_length"] == SEQ and length["data"] == str(shards)
     (row,) = length["runs"]
     assert row["xla"] is True and row["input"] == "synthetic" and row["sequences_per_second"] > 0
+
+
+def test_a_failed_combination_is_reported_and_the_rest_run(tmp_path, capsys):
+    report_path = tmp_path / "report.json"
+    argv = [*TINY, "--seq-lengths", "32", "--records", "8", "--batch-size", "4", "--gpus", "99"]
+    argv += ["--precisions", "none", "--xla", "off", "--report", str(report_path)]
+    assert main(argv) == 1
+    (length,) = json.loads(capsys.readouterr().out)["lengths"]
+    assert [r["input"] for r in length["runs"]] == ["real", "synthetic"]
+    assert all("--gpus 99 but only" in r["error"] for r in length["runs"])
+    assert length["real_over_synthetic"] == {}
+    assert json.loads(report_path.read_text())["lengths"] == [length]
