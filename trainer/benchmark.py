@@ -9,7 +9,8 @@ trains the model for ``--steps`` steps once per combination of
   parse, shuffle, batch) or one batch of the same shapes repeated from memory (no input cost),
 
 at sequence length 128, and at 512 for the ``--long-plan`` combinations (default bf16 with XLA,
-both inputs) so that the whole matrix fits a short GPU session. Without ``--data`` the shards are
+both inputs): 10 runs of ``--steps`` 60, so that the whole matrix fits a short GPU session
+(``--steps-per-loop`` as the trainer resolves it unless given). Without ``--data`` the shards are
 written first: ``--records`` random records per length in the feature contract (token ids below
 ``--vocab-size``, 15% prediction slots as BERT: 20 at 128, 76 at 512), read back through the
 trainer's own pipeline. With ``--data`` (repeatable) those shards are used instead, each at its own
@@ -177,8 +178,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--long-plan",
         default="bf16:on",
-        help="PRECISION:XLA combinations (comma-separated) run at lengths above 128; 'all': "
-        "the same matrix as at 128",
+        help="PRECISION:XLA combinations (comma-separated) run at lengths above 128, those of "
+        "them in the matrix (none: the matrix's first); 'all': the same matrix as at 128",
     )
     p.add_argument("--tpu")
     p.add_argument("--gpus", type=int)
@@ -192,7 +193,7 @@ def _combinations(args: argparse.Namespace, seq_length: int) -> list[tuple[str, 
     if seq_length <= 128 or args.long_plan == "all":
         return full
     plan = {(p, x == "on") for p, x in (item.split(":") for item in args.long_plan.split(","))}
-    return [c for c in full if c in plan] or sorted(plan)
+    return [c for c in full if c in plan] or full[:1]
 
 
 def _seq_length_of(data: str) -> int:

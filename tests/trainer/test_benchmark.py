@@ -8,7 +8,13 @@ import json
 import numpy as np
 
 from tests.trainer.conftest import SEQ
-from trainer.benchmark import main, predictions_for, write_random_shards
+from trainer.benchmark import (
+    _combinations,
+    main,
+    parse_args,
+    predictions_for,
+    write_random_shards,
+)
 from trainer.input_pipeline import make_dataset, resolve_shards
 
 TINY = ["--model", "tiny", "--max-position-embeddings", str(SEQ), "--steps", "2"]
@@ -29,29 +35,41 @@ def test_random_shards_follow_the_feature_contract(tmp_path):
 
 def test_benchmark_matrix_on_random_shards(tmp_path, capsys):
     report_path = tmp_path / "report.json"
-    argv = ["--model", "tiny", "--max-position-embeddings", "160", "--steps", "2"]
-    argv += ["--seq-lengths", "64,160", "--records", "16", "--batch-size", "64:4,160:2"]
+    argv = [*TINY, "--seq-lengths", "32", "--records", "16", "--batch-size", "32:4,512:2"]
     argv += ["--vocab-size", "500", "--precisions", "none,fp16", "--xla", "off"]
-    argv += ["--long-plan", "none:off", "--report", str(report_path)]
+    argv += ["--report", str(report_path)]
     assert main(argv) == 0
     report = json.loads(capsys.readouterr().out)
     assert report == json.loads(report_path.read_text())
     assert report["devices"] and report["versions"]["keras"]
-    short, long = report["lengths"]
-    assert (short["seq_length"], long["seq_length"]) == (64, 160)
-    # Up to 128 the whole matrix; longer sequences only the --long-plan (no fp16 here).
-    both = ("real", "synthetic")
-    assert [(r["precision"], r["input"]) for r in short["runs"]] == [
-        (p, i) for p in ("none", "fp16") for i in both
+    (length,) = report["lengths"]
+    assert length["seq_length"] == 32 and length["data"] == "random shards"
+    assert [(r["precision"], r["input"]) for r in length["runs"]] == [
+        (p, i) for p in ("none", "fp16") for i in ("real", "synthetic")
     ]
-    assert [(r["precision"], r["input"]) for r in long["runs"]] == [("none", i) for i in both]
-    for length, batch in ((short, 4), (long, 2)):
-        for row in length["runs"]:
-            assert "error" not in row, row
-            assert row["sequences_per_second"] > 0 and row["batch_size"] == batch, row
-            assert row["xla"] is False and np.isfinite(row["final_loss"])
-    assert set(short["real_over_synthetic"]) == {"none", "fp16"}
-    assert set(long["real_over_synthetic"]) == {"none"}
+    for row in length["runs"]:
+        assert "error" not in row, row
+        assert row["sequences_per_second"] > 0 and row["batch_size"] == 4, row
+        assert row["xla"] is False and np.isfinite(row["final_loss"])
+    assert set(length["real_over_synthetic"]) == {"none", "fp16"}
+
+
+def test_long_sequences_run_the_long_plan_only():
+    args = parse_args([])
+    assert (args.precisions, args.xla, args.inputs) == (
+        ["bf16", "fp16"],
+        ["on", "off"],
+        ["real", "synthetic"],
+    )
+    assert args.batch_size == {128: 64, 512: 16} and args.model == "base"
+    everything = [("bf16", True), ("bf16", False), ("fp16", True), ("fp16", False)]
+    assert _combinations(args, 128) == everything
+    assert _combinations(args, 512) == [("bf16", True)]
+    args = parse_args(["--long-plan", "fp16:on,bf16:off"])
+    assert _combinations(args, 512) == [("bf16", False), ("fp16", True)]
+    assert _combinations(parse_args(["--long-plan", "all"]), 512) == everything
+    # Only what the matrix holds: bf16 is not asked for here, so fp16's first combination.
+    assert _combinations(parse_args(["--precisions", "fp16"]), 512) == [("fp16", True)]
 
 
 def test_benchmark_on_given_shards(shards, capsys):

@@ -14,6 +14,7 @@ import tensorflow as tf
 from pipeline.commands.validate import trainer_config_findings
 from shards.reader import RecordSizes
 from tests.trainer.conftest import SMALL, small_config
+from trainer import evaluation
 from trainer.checkpointing import CheckpointError, check_init_compatible
 from trainer.distribution import Placement
 from trainer.input_pipeline import ConfigMismatchError, DataSpec
@@ -24,6 +25,7 @@ from trainer.optimization import (
     WarmupLinearDecay,
     build_optimizer,
 )
+from trainer.pretraining_model import build_pretraining_model
 from trainer.run_config import TPU_STEPS_PER_LOOP, resolve_steps_per_loop
 from trainer.summaries import read_scalars
 from trainer.training import last_update_learning_rate, train
@@ -215,7 +217,7 @@ def test_phase_two_needs_a_large_enough_position_table(tmp_path, shards, trained
         check_init_compatible(phase1.out, model, max_seq_length=128)
 
 
-def test_reference_recipe_run_and_no_resume_with_another_recipe(tmp_path, shards):
+def test_reference_recipe_run_and_no_resume_with_another_recipe(tmp_path, shards, monkeypatch):
     out = tmp_path / "run"
     config = small_config(
         shards, out, steps=6, warmup_steps=2, recipe="reference", save_encoder=False
@@ -229,6 +231,18 @@ def test_reference_recipe_run_and_no_resume_with_another_recipe(tmp_path, shards
     assert record["training"]["optimizer"]["recipe"] == "reference"
     with pytest.raises(ConfigMismatchError, match="used --recipe reference, not default"):
         train(replace(config, steps=8, recipe="default"), log=lambda m: None)
+    # --eval-only builds the run's head (tanh GELU), whatever --recipe says: a spy on the builder.
+    built_with = []
+
+    def spy(*args, **kwargs):
+        built_with.append(args[2] if len(args) > 2 else kwargs.get("head_activation"))
+        return build_pretraining_model(*args, **kwargs)
+
+    monkeypatch.setattr(evaluation, "build_pretraining_model", spy)
+    report = evaluation.evaluate_run(
+        replace(config, recipe="default", eval_batches=1), log=lambda m: None
+    )
+    assert built_with == ["gelu_approximate"] and report["step"] == 6
     with pytest.raises(ValueError, match="reference recipe's optimizer is adamw, not lamb"):
         replace(config, optimizer="lamb")
 
