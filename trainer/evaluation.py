@@ -124,8 +124,9 @@ def evaluate_run(
 ) -> dict:
     """Evaluation mode: the latest checkpoint of ``config.out`` (or ``config.init_checkpoint``) on
     ``config.eval_data`` (or ``config.data``). The model and its recipe's head come from the
-    run's ``trainer_config.json`` (else from ``config.model`` and ``config.recipe``). Returns the report also written to
-    ``OUT/eval_results.json`` (metrics, ``step``, ``checkpoint``, ``data``)."""
+    run's ``trainer_config.json`` (else from ``config.model`` and ``config.recipe``). Returns the
+    report also written to ``OUT/eval_results.json`` (metrics, ``step``, ``checkpoint``,
+    ``data``)."""
     source = config.init_checkpoint or config.out
     prefix = find_checkpoint(source)
     record = read_record(source) or read_record(prefix.rsplit("/", 2)[0])

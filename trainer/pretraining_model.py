@@ -1,10 +1,10 @@
 """The BERT pretraining model: keras-hub's ``BertBackbone`` plus the masked-LM and NSP heads.
 
 The masked-LM head gathers the encoder's output at ``masked_lm_positions``, applies dense + GELU
-(exact, or tanh-approximated as in google-research/bert with ``head_activation="gelu_approximate"``) +
-LayerNorm and projects back onto the vocabulary with the transposed token embedding (weights tied
-to the input embedding, plus an output bias), as in google-research/bert. The next-sentence head
-is a two-way dense layer on the pooled ``[CLS]`` output. Losses and accuracies are returned as
+(exact; tanh-approximated as in google-research/bert with ``head_activation="gelu_approximate"``)
++ LayerNorm and projects back onto the vocabulary with the transposed token embedding (weights
+tied to the input embedding, plus an output bias), as in google-research/bert. The next-sentence
+head is a two-way dense layer on the pooled ``[CLS]`` output. Losses and accuracies are returned as
 *sums* (with their denominators) so that they add up exactly across replicas and batches.
 """
 
