@@ -32,7 +32,8 @@ from trainer.pretraining_model import (
     model_inputs,
     summarize,
 )
-from trainer.run_config import TrainConfig, read_record, resolve_model
+from trainer.recipes import get_recipe
+from trainer.run_config import TrainConfig, read_record, recorded_recipe, resolve_model
 from trainer.summaries import ScalarWriter
 
 RESULTS = "eval_results.json"
@@ -122,9 +123,10 @@ def evaluate_run(
     config: TrainConfig, where: Placement | None = None, log: Callable[[str], None] = print
 ) -> dict:
     """Evaluation mode: the latest checkpoint of ``config.out`` (or ``config.init_checkpoint``) on
-    ``config.eval_data`` (or ``config.data``). The model comes from the run's
-    ``trainer_config.json`` (else from ``config.model``). Returns the report also written to
-    ``OUT/eval_results.json`` (metrics, ``step``, ``checkpoint``, ``data``)."""
+    ``config.eval_data`` (or ``config.data``). The model and its recipe's head come from the
+    run's ``trainer_config.json`` (else from ``config.model`` and ``config.recipe``). Returns the
+    report also written to ``OUT/eval_results.json`` (metrics, ``step``, ``checkpoint``,
+    ``data``)."""
     source = config.init_checkpoint or config.out
     prefix = find_checkpoint(source)
     record = read_record(source) or read_record(prefix.rsplit("/", 2)[0])
@@ -141,7 +143,10 @@ def evaluate_run(
     except ValueError as e:
         raise ConfigMismatchError(str(e)) from e
     with place.strategy.scope():
-        model = build_pretraining_model(model_config, place.dtype_policy).model
+        recipe = get_recipe(recorded_recipe(record) if record else config.recipe)
+        model = build_pretraining_model(
+            model_config, place.dtype_policy, recipe.head_activation
+        ).model
     restore_model(model, prefix)
     result = evaluate_shards(model, place, info, config.batch_size, config.eval_batches)
     tail = prefix.rsplit("-", 1)[-1]

@@ -1,9 +1,10 @@
 """The BERT pretraining model: keras-hub's ``BertBackbone`` plus the masked-LM and NSP heads.
 
-The masked-LM head gathers the encoder's output at ``masked_lm_positions``, applies dense + GELU +
-LayerNorm and projects back onto the vocabulary with the transposed token embedding (weights tied
-to the input embedding, plus an output bias), as in google-research/bert. The next-sentence head
-is a two-way dense layer on the pooled ``[CLS]`` output. Losses and accuracies are returned as
+The masked-LM head gathers the encoder's output at ``masked_lm_positions``, applies dense + GELU
+(exact; tanh-approximated as in google-research/bert with ``head_activation="gelu_approximate"``)
++ LayerNorm and projects back onto the vocabulary with the transposed token embedding (weights
+tied to the input embedding, plus an output bias), as in google-research/bert. The next-sentence
+head is a two-way dense layer on the pooled ``[CLS]`` output. Losses and accuracies are returned as
 *sums* (with their denominators) so that they add up exactly across replicas and batches.
 """
 
@@ -31,18 +32,41 @@ class PretrainingModel:
     backbone: keras.Model
 
 
-def build_pretraining_model(config: ModelConfig, dtype: str | None = None) -> PretrainingModel:
+HEAD_ACTIVATIONS = ("gelu", "gelu_approximate")
+
+
+@keras.saving.register_keras_serializable(package="bertprep")
+def gelu_approximate(x):
+    """``0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))``: google-research/bert's ``gelu``."""
+    return keras.activations.gelu(x, approximate=True)
+
+
+def head_activation_fn(name: str):
+    """``gelu``: exact (``0.5·x·(1 + erf(x/√2))``); ``gelu_approximate``: the tanh form."""
+    if name == "gelu":
+        return keras.activations.gelu
+    if name == "gelu_approximate":
+        return gelu_approximate
+    raise ValueError(
+        f"unknown head activation {name!r}; choose one of {', '.join(HEAD_ACTIVATIONS)}"
+    )
+
+
+def build_pretraining_model(
+    config: ModelConfig, dtype: str | None = None, head_activation: str = "gelu"
+) -> PretrainingModel:
     """A freshly initialized BERT encoder with tied MLM head and NSP head.
 
     ``dtype`` is a Keras dtype policy name (``"mixed_bfloat16"``, ``"mixed_float16"`` or None for
-    float32); variables stay float32 under the mixed policies.
+    float32); variables stay float32 under the mixed policies. ``head_activation`` is the MLM head
+    transform's (``HEAD_ACTIVATIONS``; the encoder's is keras-hub's tanh GELU either way).
     """
     import keras_hub
 
     backbone = keras_hub.models.BertBackbone(**config.backbone_kwargs(), dtype=dtype)
     mlm_head = keras_hub.layers.MaskedLMHead(
         token_embedding=backbone.token_embedding,
-        intermediate_activation=keras.activations.gelu,
+        intermediate_activation=head_activation_fn(head_activation),
         layer_norm_epsilon=1e-12,
         kernel_initializer=_initializer(),
         dtype=backbone.dtype_policy,

@@ -18,9 +18,14 @@ import tensorflow as tf
 from trainer.input_pipeline import DataSpec, ShardConfigError, ShardInfo
 from trainer.model_presets import ModelConfig, get_preset
 from trainer.optimization import OptimizerConfig
+from trainer.recipes import get_recipe
 
 RECORD = "trainer_config.json"
 RECORD_FORMAT = "bertprep.trainer/1"
+TPU_STEPS_PER_LOOP = 100
+"""``--steps-per-loop`` on TPU when not given: one host round trip per 100 steps (the default
+``--log-every``). A call never runs past the next log, checkpoint or evaluation step, so smaller
+``--log-every``/``--checkpoint-every`` still take effect."""
 
 
 def setting_problems(
@@ -33,9 +38,13 @@ def setting_problems(
     what the user typed.
     """
     problems = []
-    for key in ("batch_size", "steps", "checkpoint_every", "log_every", "steps_per_loop"):
+    for key in ("batch_size", "steps", "checkpoint_every", "log_every"):
         if value(key) < 1:
             problems.append(f"{name(key)} must be at least 1, got {value(key)}")
+    if value("steps_per_loop") is not None and value("steps_per_loop") < 1:
+        problems.append(
+            f"{name('steps_per_loop')} must be at least 1, got {value('steps_per_loop')}"
+        )
     if value("stop_after") is not None and value("stop_after") < 1:
         problems.append(f"{name('stop_after')} must be at least 1, got {value('stop_after')}")
     warmup, steps = value("warmup_steps"), value("steps")
@@ -65,11 +74,15 @@ class TrainConfig:
     weight_decay: float = 0.01
     optimizer: str = "adamw"
     clip_norm: float = 1.0
+    recipe: str = "default"
+    """``default`` or ``reference`` (google-research/bert's schedule, optimizer, head GELU); see
+    ``trainer.recipes``."""
     spec: DataSpec = field(default_factory=DataSpec)
     checkpoint_every: int = 1000
     keep_checkpoints: int = 5
     log_every: int = 100
-    steps_per_loop: int = 1
+    steps_per_loop: int | None = None
+    """Train steps per host call; None: ``resolve_steps_per_loop`` (100 on TPU, 1 elsewhere)."""
     stop_after: int | None = None
     """Train at most this many steps in this call, then checkpoint and return (time-limited jobs,
     preemptible slices); the schedule still runs to ``steps``."""
@@ -80,6 +93,8 @@ class TrainConfig:
     tpu: str | None = None
     gpus: int | None = None
     precision: str = "auto"
+    initial_loss_scale: float = 2.0**15
+    """fp16 only: the dynamic loss scale to start from (Keras' default)."""
     jit_compile: bool | None = None
     seed: int = 12345
     shuffle_buffer: int = 10_000
@@ -95,6 +110,9 @@ class TrainConfig:
         problems = setting_problems(lambda key: getattr(self, key))
         if problems:
             raise ValueError(problems[0])
+        recipe = get_recipe(self.recipe)
+        if not recipe.bias_correction and self.optimizer.lower() != "adamw":
+            raise ValueError(f"the {recipe.name} recipe's optimizer is adamw, not {self.optimizer}")
 
     def optimizer_config(self) -> OptimizerConfig:
         return OptimizerConfig(
@@ -104,7 +122,17 @@ class TrainConfig:
             total_steps=self.steps,
             weight_decay=self.weight_decay,
             clip_norm=self.clip_norm,
+            recipe=self.recipe,
         )
+
+
+def resolve_steps_per_loop(requested: int | None, platform: str) -> int:
+    """``requested``, else ``TPU_STEPS_PER_LOOP`` on TPU (each host round trip idles the TPU)
+    and 1 elsewhere (a round trip costs little next to a GPU step; ``python -m trainer.benchmark
+    --steps-per-loop`` measures it)."""
+    if requested is not None:
+        return requested
+    return TPU_STEPS_PER_LOOP if platform == "tpu" else 1
 
 
 def resolve_model(
@@ -160,9 +188,23 @@ def write_record(config: TrainConfig, model: ModelConfig, info: ShardInfo, extra
     tf.io.gfile.rename(tmp, _path(config.out, RECORD), overwrite=True)
 
 
-def resume_conflicts(record: dict, model: ModelConfig, info: ShardInfo) -> list[str]:
-    """Why a run recorded in ``record`` cannot be resumed with this model and data."""
+def recorded_recipe(record: dict | None) -> str:
+    """The recipe a run record names (records from before the switch: ``default``)."""
+    if not record:
+        return "default"
+    return record.get("training", {}).get("optimizer", {}).get("recipe", "default")
+
+
+def resume_conflicts(
+    record: dict, model: ModelConfig, info: ShardInfo, recipe: str = "default"
+) -> list[str]:
+    """Why a run recorded in ``record`` cannot be resumed with this model, data and recipe."""
     problems = []
+    if recorded_recipe(record) != recipe:
+        problems.append(
+            f"the output directory's run used --recipe {recorded_recipe(record)}, not {recipe} "
+            "(its schedule, optimizer state and head would change mid-run)"
+        )
     recorded = ModelConfig.from_dict(record.get("model", {}))
     if recorded != model:
         diff = {

@@ -5,13 +5,17 @@ TensorBoard logs, a progress line (trainer.progress), evaluation, and the export
 anything (``ConfigMismatchError``/``ShardConfigError``), then builds the model and optimizer under
 the strategy, resumes from ``OUT/checkpoints`` when it holds a checkpoint (step count, optimizer
 state and so the learning-rate schedule continue) or starts from ``--init-checkpoint``'s weights,
-and trains to ``config.steps`` total steps.
+and trains to ``config.steps`` total steps: ``steps`` counts applied updates (the optimizer's
+``iterations``, which drive the schedule), so a step whose update the fp16 loss scaler skips is
+run again, not counted.
 
 One train step: each replica computes its share of the global objective (denominators are the
-global batch's, via a scalar all-reduce); the gradients are all-reduced, clipped by their global
-norm (the true global norm, not a per-replica one) and applied. TensorBoard scalars (``OUT/logs``):
-loss, mlm_loss, mlm_accuracy, nsp_loss, nsp_accuracy, learning_rate, grad_norm, sequences_per_second
-(and loss_scale under fp16). After a resume the data order is reseeded with the step, so the
+global batch's, via a scalar all-reduce); the gradients are all-reduced once, clipped by their
+global norm (the true global norm, not a per-replica one) and applied without a second reduction.
+TensorBoard scalars (``OUT/logs``), over the applied updates of each interval: loss, mlm_loss,
+mlm_accuracy, nsp_loss, nsp_accuracy, learning_rate (the one the logged step's update used),
+grad_norm, sequences_per_second (every step run, skipped or not), and under fp16 loss_scale and
+skipped_updates. After a resume the data order is reseeded with the step, so the
 records seen differ from those before the interruption (the tf.data position is not saved).
 """
 
@@ -49,7 +53,7 @@ from trainer.input_pipeline import (
     resolve_shards,
 )
 from trainer.model_presets import ModelConfig
-from trainer.optimization import build_optimizer
+from trainer.optimization import PreReducedGradients, build_optimizer
 from trainer.pretraining_model import (
     SUM_KEYS,
     build_pretraining_model,
@@ -59,10 +63,12 @@ from trainer.pretraining_model import (
     summarize,
 )
 from trainer.progress import TrainProgress, format_metrics
+from trainer.recipes import get_recipe
 from trainer.run_config import (
     TrainConfig,
     read_record,
     resolve_model,
+    resolve_steps_per_loop,
     resume_conflicts,
     write_record,
 )
@@ -98,6 +104,9 @@ class TrainResult:
     sequences_per_second: float | None = None
     restored_from: str | None = None
     initialized_from: str | None = None
+    skipped_updates: int = 0
+    """Steps run whose update the fp16 loss scaler skipped (non-finite gradients); they are not
+    counted in ``step``."""
 
 
 def prepare(config: TrainConfig) -> Prepared:
@@ -116,7 +125,7 @@ def prepare(config: TrainConfig) -> Prepared:
         notes += [f"eval data: {n}" for n in eval_info.notes]
     record = read_record(config.out)
     if record is not None and tf.train.latest_checkpoint(checkpoint_dir(config.out)):
-        conflicts = resume_conflicts(record, model, info)
+        conflicts = resume_conflicts(record, model, info, config.recipe)
         if conflicts:
             raise ConfigMismatchError(
                 f"cannot continue the run in {config.out}:\n  - " + "\n  - ".join(conflicts)
@@ -163,6 +172,13 @@ def check_outputs(config: TrainConfig) -> None:
         raise ConfigMismatchError(f"output directory {config.out}: {existing} is not writable")
 
 
+MAX_STALLED_STEPS = 100
+"""fp16: training stops (``FloatingPointError``) after this many steps in a row without an applied
+update (each halves the loss scale: from 2**15 the scale is then far below 1)."""
+UPDATES = "updates"
+"""The loop's count of applied updates (fewer than the steps run when fp16 skips some)."""
+
+
 def make_train_loop(
     model: keras.Model,
     optimizer: keras.optimizers.Optimizer,
@@ -171,10 +187,23 @@ def make_train_loop(
     clip_norm: float,
     jit_compile: bool = False,
 ) -> Callable:
-    """A compiled ``loop(iterator, n)`` running ``n`` train steps; returns summed statistics."""
+    """A compiled ``loop(iterator, n)`` running ``n`` train steps; returns summed statistics.
+
+    ``step`` advances by the updates the optimizer applied (its ``iterations``), so a step the
+    fp16 loss scaler skips (non-finite gradients) is not counted. The statistics (``SUM_KEYS``,
+    ``grad_norm``) are summed over the applied updates only, and ``UPDATES`` counts them. The
+    optimizer must not all-reduce again (``trainer.optimization``'s optimizers do not): the
+    gradients are all-reduced here, once.
+    """
     variables = model.trainable_variables
     replicas = strategy.num_replicas_in_sync
     loss_scaler = optimizer if isinstance(optimizer, keras.optimizers.LossScaleOptimizer) else None
+    inner = getattr(optimizer, "inner_optimizer", optimizer)
+    if replicas > 1 and not isinstance(inner, PreReducedGradients):
+        raise TypeError(
+            f"{type(inner).__name__} all-reduces the gradients again: use an optimizer from "
+            "trainer.optimization (PreReducedGradients)"
+        )
 
     def forward_backward(batch, mlm_total, examples_total):
         with tf.GradientTape() as tape:
@@ -203,30 +232,41 @@ def make_train_loop(
         norm = tf.linalg.global_norm(grads)
         if clip_norm > 0:
             grads, _ = tf.clip_by_global_norm(grads, clip_norm * scale, use_norm=norm)
-        # The optimizer sums the replicas' gradients again: hand each replica 1/replicas of the
-        # already reduced gradient.
-        if replicas > 1:
-            grads = [g / replicas for g in grads]
+        # Already summed over the replicas: the optimizer applies them without reducing again.
         optimizer.apply_gradients(zip(grads, variables, strict=True))
-        sums["grad_norm"] = norm / scale / replicas
+        sums["grad_norm"] = norm / scale / replicas  # summed over the replicas below
         return sums
 
     keys = (*SUM_KEYS, "grad_norm")
+    iterations = optimizer.iterations
 
     @tf.function
     def loop(iterator, n):
-        totals = {k: tf.constant(0.0) for k in keys}
+        totals = {k: tf.constant(0.0) for k in (*keys, UPDATES)}
         for _ in tf.range(n):
+            before = tf.identity(iterations)
             per_replica = strategy.run(replica_step, args=(next(iterator),))
+            applied = tf.cast(tf.identity(iterations) - before, tf.int64)
+            # A skipped update's figures (its gradient norm is inf or NaN) are left out.
             totals = {
                 k: totals[k]
-                + strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica[k], axis=None)
+                + tf.where(
+                    applied > 0,
+                    strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica[k], axis=None),
+                    0.0,
+                )
                 for k in keys
-            }
-            step.assign_add(1)
+            } | {UPDATES: totals[UPDATES] + tf.cast(applied, tf.float32)}
+            step.assign_add(applied)
         return totals
 
     return loop
+
+
+def last_update_learning_rate(optimizer: keras.optimizers.Optimizer, schedule) -> float:
+    """The rate the optimizer's latest update used: the schedule at ``iterations − 1`` (Keras
+    evaluates it at ``iterations``, then counts the update). Before any update: the first's."""
+    return float(schedule(max(int(optimizer.iterations.numpy()) - 1, 0)))
 
 
 def _vocab_for_export(info: ShardInfo, explicit: str | None, log: Log) -> tuple[str | None, bool]:
@@ -266,11 +306,15 @@ def train(config: TrainConfig, where: Placement | None = None, log: Log = _stder
             f"batch size {config.batch_size} is not divisible by {place.replicas} replicas"
         )
     with strategy.scope():
-        built = build_pretraining_model(prep.model, place.dtype_policy)
+        built = build_pretraining_model(
+            prep.model, place.dtype_policy, get_recipe(config.recipe).head_activation
+        )
         model = built.model
         optimizer, schedule = build_optimizer(config.optimizer_config(), model)
         if place.precision == "fp16":
-            optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+            optimizer = keras.optimizers.LossScaleOptimizer(
+                optimizer, initial_scale=config.initial_loss_scale
+            )
         optimizer.build(model.trainable_variables)
         step = tf.Variable(
             0,
@@ -294,6 +338,7 @@ def train(config: TrainConfig, where: Placement | None = None, log: Log = _stder
             "platform": place.platform,
             "replicas": place.replicas,
             "resolved_precision": place.precision,
+            "steps_per_loop": resolve_steps_per_loop(config.steps_per_loop, place.platform),
         },
     )
     result = TrainResult(
@@ -369,15 +414,17 @@ def _run_steps(
     progress = TrainProgress(config.steps, start) if config.progress else None
     loss_scaler = optimizer if isinstance(optimizer, keras.optimizers.LossScaleOptimizer) else None
     inner = getattr(optimizer, "inner_optimizer", optimizer)
+    steps_per_loop = resolve_steps_per_loop(config.steps_per_loop, place.platform)
     current = start
-    totals = dict.fromkeys((*SUM_KEYS, "grad_norm"), 0.0)
-    interval_steps, interval_start = 0, time.perf_counter()
-    steady_time, steady_steps, first_loop = 0.0, 0, True
+    totals = dict.fromkeys((*SUM_KEYS, "grad_norm", UPDATES), 0.0)
+    interval_runs, interval_start = 0, time.perf_counter()
+    steady_time, steady_runs, first_loop = 0.0, 0, True
+    stalled = 0  # steps run in calls that applied no update (fp16)
     stop = config.steps
     if config.stop_after is not None:
         stop = min(stop, start + config.stop_after)
     while current < stop:
-        n = config.steps_per_loop
+        n = steps_per_loop
         for every in (config.log_every, config.checkpoint_every, config.eval_every):
             if every:
                 n = min(n, every - current % every)
@@ -388,28 +435,42 @@ def _run_steps(
         elapsed = time.perf_counter() - t0
         if not first_loop:
             steady_time += elapsed
-            steady_steps += n
+            steady_runs += n
         first_loop = False
-        current += n
-        interval_steps += n
+        applied = int(round(sums[UPDATES]))
+        skipped = n - applied
+        result.skipped_updates += skipped
+        interval_runs += n
         for k, v in sums.items():
             totals[k] += v
-        if not np.isfinite(sums["mlm_loss_sum"] + sums["nsp_loss_sum"]) and loss_scaler is None:
+        if not np.isfinite(sums["mlm_loss_sum"] + sums["nsp_loss_sum"]):
             raise FloatingPointError(
-                f"the loss is not finite at step {current}; the last good checkpoint is "
+                f"the loss is not finite at step {current + applied}; the last good checkpoint is "
                 f"{state.manager.latest_checkpoint}"
             )
+        stalled = stalled + n if applied == 0 else 0
+        if stalled >= MAX_STALLED_STEPS:
+            raise FloatingPointError(
+                f"no update applied in the last {stalled} steps at step {current} (gradients "
+                f"not finite at every loss scale); the last good checkpoint is "
+                f"{state.manager.latest_checkpoint}"
+            )
+        if applied == 0:
+            continue
+        current = int(state.step.numpy())
         if current % config.log_every == 0 or current == stop:
             seconds = time.perf_counter() - interval_start
+            updates = totals[UPDATES]
             entry = {
                 "step": current,
                 **summarize(totals),
-                "grad_norm": totals["grad_norm"] / interval_steps,
-                "learning_rate": float(schedule(inner.iterations)),
-                "sequences_per_second": interval_steps * config.batch_size / max(seconds, 1e-9),
+                "grad_norm": totals["grad_norm"] / updates,
+                "learning_rate": last_update_learning_rate(inner, schedule),
+                "sequences_per_second": interval_runs * config.batch_size / max(seconds, 1e-9),
             }
             if loss_scaler is not None:
                 entry["loss_scale"] = float(np.asarray(loss_scaler.dynamic_scale))
+                entry["skipped_updates"] = interval_runs - int(round(updates))
             result.history.append(entry)
             writer.write(current, {k: v for k, v in entry.items() if k != "step"})
             if progress is not None:
@@ -424,7 +485,7 @@ def _run_steps(
                     ],
                 )
             totals = dict.fromkeys(totals, 0.0)
-            interval_steps, interval_start = 0, time.perf_counter()
+            interval_runs, interval_start = 0, time.perf_counter()
         if current % config.checkpoint_every == 0 or current == stop:
             state.save(current)
         eval_due = config.eval_every and current % config.eval_every == 0
@@ -436,5 +497,5 @@ def _run_steps(
     if progress is not None:
         progress.close()
     result.step = current
-    if steady_steps:
-        result.sequences_per_second = steady_steps * config.batch_size / steady_time
+    if steady_runs:
+        result.sequences_per_second = steady_runs * config.batch_size / steady_time

@@ -90,6 +90,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     opt.add_argument("--learning-rate", type=float, default=1e-4, help="peak learning rate")
     opt.add_argument("--warmup-steps", type=int, default=10_000, help="linear warmup steps")
     opt.add_argument("--optimizer", choices=["adamw", "lamb"], default="adamw", help="optimizer")
+    opt.add_argument(
+        "--recipe",
+        choices=["default", "reference"],
+        default="default",
+        help="reference: google-research/bert's exactly (linear decay from step 0 under the "
+        "warmup, AdamWeightDecay without bias correction, tanh GELU in the MLM head); default: "
+        "decay from the warmup's end, Keras AdamW (bias-corrected), exact GELU",
+    )
     opt.add_argument("--weight-decay", type=float, default=0.01, help="decoupled weight decay")
     opt.add_argument(
         "--clip-norm", type=float, default=1.0, help="global gradient-norm clip (0: off)"
@@ -116,8 +124,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     dev.add_argument(
         "--steps-per-loop",
         type=_positive,
-        default=1,
-        help="train steps per device call (TPU: 100+)",
+        default=None,
+        help="train steps per host call (never past the next log/checkpoint/eval step); "
+        "none: 100 with --tpu, else 1",
     )
 
     ck = p.add_argument_group("checkpoints and logs")
@@ -163,6 +172,7 @@ def config_from_args(args: argparse.Namespace):
         warmup_steps=args.warmup_steps,
         weight_decay=args.weight_decay,
         optimizer=args.optimizer,
+        recipe=args.recipe,
         clip_norm=args.clip_norm,
         spec=DataSpec(args.max_seq_length, args.max_predictions_per_seq, args.vocab_size),
         checkpoint_every=args.checkpoint_every,

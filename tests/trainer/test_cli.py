@@ -32,6 +32,8 @@ def test_help_groups_and_defaults():
         "checkpoints and logs",
         "--mixed-precision {auto,bf16,fp16,none}",
         "--optimizer {adamw,lamb}",
+        "--recipe {default,reference}",
+        "none: 100 with --tpu, else 1",
         "(default: 256)",
         "(default: 512)",
         "tiny, mini, small, medium, base, large",
@@ -102,3 +104,16 @@ def test_errors_name_the_flags_typed(tmp_path, shards, capsys):
     assert rc == 2
     assert "--warmup-steps must be in [0, --steps] = [0, 10], got 20" in err
     assert not out.exists()
+
+
+def test_recipe_and_steps_per_loop_flags(tmp_path, capsys):
+    base = ["train", "--data", str(tmp_path), "--out", str(tmp_path / "run")]
+    config = train_command.config_from_args(_parser().parse_args(base))
+    assert config.recipe == "default" and config.steps_per_loop is None  # resolved per platform
+    args = _parser().parse_args([*base, "--recipe", "reference", "--steps-per-loop", "50"])
+    config = train_command.config_from_args(args)
+    assert config.recipe == "reference" and config.steps_per_loop == 50
+    assert config.optimizer_config().recipe == "reference"
+    args = _parser().parse_args([*base, "--recipe", "reference", "--optimizer", "lamb"])
+    assert args.run(args, []) == 2
+    assert "the reference recipe's optimizer is adamw, not lamb" in capsys.readouterr().err

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -9,6 +11,7 @@ import tensorflow as tf
 from tests.trainer.conftest import SMALL
 from trainer.model_presets import PRESETS, ModelConfig, get_preset
 from trainer.pretraining_model import build_pretraining_model, loss_sums, summarize
+from trainer.recipes import get_recipe
 
 MODEL = get_preset("tiny").with_(**SMALL, vocabulary_size=300, dropout=0.0)
 
@@ -107,3 +110,26 @@ def test_losses_are_weighted_by_masked_lm_weights():
     assert summary["mlm_loss"] == pytest.approx(sum(nll) / 3, rel=1e-5)
     assert summary["nsp_accuracy"] == 0.5
     assert summary["loss"] == pytest.approx(summary["mlm_loss"] + summary["nsp_loss"])
+
+
+def _gelu_exact(x: np.ndarray) -> np.ndarray:
+    return 0.5 * x * (1.0 + np.vectorize(math.erf)(x / math.sqrt(2.0)))
+
+
+def _gelu_tanh(x: np.ndarray) -> np.ndarray:
+    """google-research/bert's ``modeling.gelu``."""
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
+
+
+@pytest.mark.parametrize(
+    ("recipe", "formula"), [("default", _gelu_exact), ("reference", _gelu_tanh)]
+)
+def test_mlm_head_transform_activation_follows_the_recipe(recipe, formula):
+    model = build_pretraining_model(MODEL, head_activation=get_recipe(recipe).head_activation).model
+    dense = model.get_layer("mlm_head")._intermediate_dense
+    x = np.linspace(-5.0, 5.0, 201).astype("float32")
+    np.testing.assert_allclose(np.asarray(dense.activation(x)), formula(x), atol=2e-6)
+    # The two forms differ by more than that tolerance (the check tells them apart).
+    assert np.abs(_gelu_exact(x) - _gelu_tanh(x)).max() > 1e-4
+    with pytest.raises(ValueError, match="unknown head activation"):
+        build_pretraining_model(MODEL, head_activation="relu")

@@ -6,18 +6,29 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from pipeline.commands.validate import trainer_config_findings
 from shards.reader import RecordSizes
 from tests.trainer.conftest import SMALL, small_config
+from trainer import evaluation
 from trainer.checkpointing import CheckpointError, check_init_compatible
+from trainer.distribution import Placement
 from trainer.input_pipeline import ConfigMismatchError, DataSpec
 from trainer.model_presets import get_preset
-from trainer.optimization import WarmupLinearDecay
+from trainer.optimization import (
+    OptimizerConfig,
+    ReferenceWarmupDecay,
+    WarmupLinearDecay,
+    build_optimizer,
+)
+from trainer.pretraining_model import build_pretraining_model
+from trainer.run_config import TPU_STEPS_PER_LOOP, resolve_steps_per_loop
 from trainer.summaries import read_scalars
-from trainer.training import train
+from trainer.training import last_update_learning_rate, train
 
 
 def _mean_loss(entries: list[dict]) -> float:
@@ -41,11 +52,36 @@ def test_tiny_model_loss_falls(trained_run):
 
 
 def test_learning_rate_follows_the_schedule(trained_run):
+    """The rate logged at step N is the one update N used: the schedule after N - 1 updates."""
     config, result, _ = trained_run
     schedule = WarmupLinearDecay(config.learning_rate, config.warmup_steps, config.steps)
     for entry in result.history[::37]:
-        assert entry["learning_rate"] == pytest.approx(float(schedule(entry["step"])), rel=1e-5)
-    assert result.history[-1]["learning_rate"] == pytest.approx(0.0, abs=1e-9)
+        expected = float(schedule(entry["step"] - 1))
+        assert entry["learning_rate"] == pytest.approx(expected, rel=1e-5)
+    assert result.history[0]["learning_rate"] == 0.0  # update 1 is at step 0 of the warmup
+    peak = config.learning_rate
+    assert result.history[config.warmup_steps]["learning_rate"] == pytest.approx(peak)
+    last = result.history[-1]["learning_rate"]
+    assert last == pytest.approx(peak / (config.steps - config.warmup_steps), rel=1e-4)
+
+
+def test_logged_rate_is_the_one_the_update_used():
+    """Constant unit gradients: each AdamW step moves a bias-free variable by exactly its rate,
+    which must be what ``last_update_learning_rate`` reports after that update."""
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1, use_bias=False)])
+    config = OptimizerConfig(learning_rate=0.1, warmup_steps=4, total_steps=12, weight_decay=0.0)
+    optimizer, schedule = build_optimizer(config, model)
+    variable = model.trainable_variables[0]
+    moves, logged = [], []
+    for _ in range(11):
+        before = variable.numpy().copy()
+        optimizer.apply_gradients([(tf.ones_like(variable), variable)])
+        moves.append(float(np.abs(before - variable.numpy()).max()))
+        logged.append(last_update_learning_rate(optimizer, schedule))
+    np.testing.assert_allclose(moves, logged, rtol=1e-4, atol=1e-9)
+    assert moves[0] == 0.0 and logged[3] == pytest.approx(0.075)  # warmup: 0, .025, .05, .075
+    # The schedule at the update's own number (the old log) is the next update's rate.
+    assert [float(schedule(n)) for n in range(1, 11)] == pytest.approx(logged[1:])
 
 
 def test_tensorboard_logs_and_run_record(trained_run):
@@ -68,6 +104,8 @@ def test_tensorboard_logs_and_run_record(trained_run):
     assert record["max_seq_length"] == 64 and record["max_predictions_per_seq"] == 10
     assert record["vocab_size"] == 4000
     assert record["model"]["hidden_dim"] == SMALL["hidden_dim"]
+    assert record["training"]["steps_per_loop"] == 1  # the default off TPU
+    assert record["training"]["optimizer"]["recipe"] == "default"
     # The record is a trainer config for `bertprep validate --trainer-config`.
     assert trainer_config_findings(record, RecordSizes(64, 10), 4000) == []
 
@@ -92,7 +130,8 @@ def test_resume_continues_step_count_schedule_and_loss(tmp_path, shards):
     # The schedule continues where it stopped (not a new warmup).
     schedule = WarmupLinearDecay(config.learning_rate, 10, 80)
     for entry in second.history[:3] + second.history[-3:]:
-        assert entry["learning_rate"] == pytest.approx(float(schedule(entry["step"])), rel=1e-5)
+        expected = float(schedule(entry["step"] - 1))
+        assert entry["learning_rate"] == pytest.approx(expected, rel=1e-5)
     # The loss picks up where it was, far below the untrained start.
     start, before, after = (
         _mean_loss(first.history[:5]),
@@ -176,3 +215,48 @@ def test_phase_two_needs_a_large_enough_position_table(tmp_path, shards, trained
         CheckpointError, match="position table of 64, too small for max_seq_length 128"
     ):
         check_init_compatible(phase1.out, model, max_seq_length=128)
+
+
+def test_reference_recipe_run_and_no_resume_with_another_recipe(tmp_path, shards, monkeypatch):
+    out = tmp_path / "run"
+    config = small_config(
+        shards, out, steps=6, warmup_steps=2, recipe="reference", save_encoder=False
+    )
+    result = train(config, log=lambda m: None)
+    assert result.step == 6
+    schedule = ReferenceWarmupDecay(config.learning_rate, 2, 6)
+    logged = [e["learning_rate"] for e in result.history]
+    assert logged == pytest.approx([float(schedule(n)) for n in range(6)], rel=1e-6)
+    record = json.loads((out / "trainer_config.json").read_text())
+    assert record["training"]["optimizer"]["recipe"] == "reference"
+    with pytest.raises(ConfigMismatchError, match="used --recipe reference, not default"):
+        train(replace(config, steps=8, recipe="default"), log=lambda m: None)
+    # --eval-only builds the run's head (tanh GELU), whatever --recipe says: a spy on the builder.
+    built_with = []
+
+    def spy(*args, **kwargs):
+        built_with.append(args[2] if len(args) > 2 else kwargs.get("head_activation"))
+        return build_pretraining_model(*args, **kwargs)
+
+    monkeypatch.setattr(evaluation, "build_pretraining_model", spy)
+    report = evaluation.evaluate_run(
+        replace(config, recipe="default", eval_batches=1), log=lambda m: None
+    )
+    assert built_with == ["gelu_approximate"] and report["step"] == 6
+    with pytest.raises(ValueError, match="reference recipe's optimizer is adamw, not lamb"):
+        replace(config, optimizer="lamb")
+
+
+def test_steps_per_loop_default_and_boundaries(tmp_path, shards):
+    assert resolve_steps_per_loop(None, "tpu") == TPU_STEPS_PER_LOOP == 100
+    assert resolve_steps_per_loop(None, "gpu") == resolve_steps_per_loop(None, "cpu") == 1
+    assert resolve_steps_per_loop(7, "tpu") == 7 and resolve_steps_per_loop(7, "cpu") == 7
+    out = tmp_path / "run"
+    config = small_config(shards, out, steps=7, warmup_steps=1, log_every=3, save_encoder=False)
+    assert config.steps_per_loop is None
+    # The TPU rules on this CPU (the strategy does not matter to them): 100 steps per call.
+    result = train(config, where=Placement(tf.distribute.get_strategy(), "tpu", "none"))
+    record = json.loads((out / "trainer_config.json").read_text())
+    assert record["training"]["steps_per_loop"] == 100
+    # A call stops at each log step (3, 6) and at the end (7): 100 steps never cross them.
+    assert [e["step"] for e in result.history] == [3, 6, 7]
