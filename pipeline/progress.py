@@ -11,17 +11,20 @@ DoFns run in other processes, so Beam's metrics are not visible until the job is
   change seen) — one line rewritten in place (``\\r``) on a
   terminal, a plain line every ``log_every`` seconds otherwise (a log).
 
-Only local directories take part: with remote storage (``gs://``...) or a runner whose workers
-cannot see the launcher's disk, reporters and monitor do nothing. A retried bundle may count
+With remote storage (``gs://``...) the files go to the local temporary directory, which the
+DirectRunner's workers share with the launcher; on a runner whose workers cannot see the
+launcher's disk the monitor sees nothing. A retried bundle may count
 twice: the figures are a guide, never a result (the manifests carry the exact counts).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import struct
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -33,10 +36,14 @@ PROGRESS_DIR = ".progress"
 _RECORD = struct.Struct("<q")
 
 
-def progress_dir(output: str) -> str | None:
-    """The progress directory of a stage writing to ``output``; None for remote storage."""
+def progress_dir(output: str) -> str:
+    """The progress directory of a stage writing to ``output``: beside the output on a local
+    disk; for remote storage (``gs://``...) a directory under the machine's temporary directory
+    named after the output, which the DirectRunner's workers share with the launcher (on a
+    distributed runner the workers' files stay on their machines and the monitor sees none)."""
     if "://" in output and not output.startswith("file://"):
-        return None
+        digest = hashlib.sha256(output.encode("utf-8")).hexdigest()[:16]
+        return os.path.join(tempfile.gettempdir(), f"bertprep-progress-{digest}")
     return os.path.join(output.removeprefix("file://"), PROGRESS_DIR)
 
 

@@ -4,6 +4,7 @@ multi-process pipeline runs; the line's format; terminal and log output."""
 from __future__ import annotations
 
 import io
+import tempfile
 import time
 
 import apache_beam as beam
@@ -127,8 +128,10 @@ def test_a_terminal_gets_one_line_rewritten_in_place_and_erased_at_the_end(tmp_p
     assert text.endswith("\r") and text.rstrip("\r").split("\r")[-1].strip() == ""
 
 
-def test_remote_outputs_have_no_progress_channel(tmp_path):
-    assert progress_dir("gs://bucket/out") is None
+def test_remote_outputs_report_through_a_local_directory(tmp_path):
+    remote = progress_dir("gs://bucket/out")
+    assert remote == progress_dir("gs://bucket/out") != progress_dir("gs://bucket/other")
+    assert remote.startswith(tempfile.gettempdir()) and "://" not in remote
     assert progress_dir(str(tmp_path)) == str(tmp_path / ".progress")
     reporter = ProgressReporter(None)
     reporter.add(5)
