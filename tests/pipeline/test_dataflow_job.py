@@ -1,5 +1,5 @@
 """Every pipeline of ``bertprep run``, built as a Dataflow job description offline (no Dataflow
-service; staging goes to an emulated bucket), and checked: runner v2, the SDK container Beam
+service; staging goes to an emulated bucket; fixture ``cloud``), and checked: runner v2, the SDK container Beam
 picks is the Dockerfile's base image for the launcher's Beam and Python versions, the setup file
 staged, pipeline options passed through, and every DoFn of each stage in its job.
 
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -21,16 +20,9 @@ from apache_beam.internal import pickler
 from apache_beam.portability import common_urns
 from apache_beam.portability.api import beam_runner_api_pb2
 
-from benchmarks.gcs_emulator import GcsEmulator
-from tests.dataflow_description import DESCRIBE_DIR
-
-pytest.importorskip("gcp_storage_emulator")
-pytest.importorskip("apache_beam.runners.dataflow.dataflow_runner")
-
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
-BUCKET = "staging"
 
 STAGE_DOFNS = [
     ("clean", {"StageDocumentsFn", "ExactDuplicatesFn", "BandCandidatesFn", "FinishChunkFn"}),
@@ -64,46 +56,10 @@ def dofn_names(pipeline: beam_runner_api_pb2.Pipeline) -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def described(tmp_path_factory):
-    """[(description JSON, pipeline proto)] for every pipeline ``bertprep run`` ran, in order."""
-    work = tmp_path_factory.mktemp("dataflow")
-    with GcsEmulator(work / "emulator") as emulator:
-        emulator.create_bucket(BUCKET)
-        env = {**emulator.env(), DESCRIBE_DIR: str(work / "jobs")}
-        done = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pipeline.cli",
-                "run",
-                "--set",
-                f"output={work / 'out'}",
-                "--runner=tests.dataflow_description.DescribeThenRunLocally",
-                "--project=test-project",
-                "--region=us-central1",
-                f"--temp_location=gs://{BUCKET}/tmp",
-                "--no_auth",
-                "--sdk_location=container",
-                "--setup_file=./setup.py",
-                "--max_num_workers=7",
-                "--machine_type=n2-highmem-4",
-                "--direct_running_mode=multi_processing",
-                "--direct_num_workers=2",
-            ],
-            env=env,
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=900,
-        )
-        assert done.returncode == 0, done.stderr[-3000:]
-        jobs = []
-        for path in sorted((work / "jobs").glob("*.json")):
-            job = json.loads(path.read_text())
-            url = job["environment"]["sdkPipelineOptions"]["options"]["pipelineUrl"]
-            proto = beam_runner_api_pb2.Pipeline.FromString(emulator.read(url))
-            jobs.append((job, proto))
-        summary = json.loads((work / "out" / "run_summary.json").read_text())
+def described(cloud):
+    """[(description JSON, pipeline proto)] for every pipeline of the local run, and its summary."""
+    jobs = [(job, beam_runner_api_pb2.Pipeline.FromString(proto)) for job, proto in cloud.jobs]
+    summary = json.loads((cloud.local_out / "run_summary.json").read_text())
     return jobs, summary
 
 

@@ -313,4 +313,4 @@ def test_run_help_names_every_stage_with_tokenize(capsys):
         main(["run", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "tokenize (every document's sentences to token ids, once" in text
-    assert "clean, split, vocab, tokenize, phase:NAME, all" in text
+    assert "clean, split, vocab, tokenize, phase:NAME, phase (every phase), all" in text

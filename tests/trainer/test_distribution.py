@@ -121,7 +121,7 @@ _REPLICA_CHECK = textwrap.dedent(
                 int(optimizer.iterations.numpy()), len(model.trainable_variables))
 
     report = {}
-    for clip, name in ((0.0, "sgd"), (0.05, "sgd"), (1.0, "default"), (1.0, "reference")):
+    for clip, name in ((0.05, "sgd"), (1.0, "default"), (1.0, "reference")):
         counter = CountingReduction()
         mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"], cross_device_ops=counter)
         w1, s1, n1, i1, variables = one_step(tf.distribute.get_strategy(), clip, name)
@@ -145,7 +145,7 @@ _REPLICA_CHECK = textwrap.dedent(
 def test_two_replicas_make_the_same_update_as_one_with_one_gradient_all_reduce(shards):
     """One step on the same global batch: 2 replicas (MirroredStrategy over 2 logical CPUs) must
     give the 1-replica weights (global denominators, summed gradients, global-norm clip), with SGD
-    (linear in the gradient) and both recipes' AdamW; the gradients cross replicas once per step:
+    (linear in the gradient; clipped) and both recipes' AdamW; the gradients cross replicas once per step:
     the traced step reduces each variable's gradient once (counted in the cross-device ops)."""
     env = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="3")
     done = subprocess.run(
@@ -158,7 +158,7 @@ def test_two_replicas_make_the_same_update_as_one_with_one_gradient_all_reduce(s
     )
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout.split("REPORT", 1)[1])
-    assert len(report) == 4
+    assert len(report) == 3
     for case, r in report.items():
         assert r["replicas"] == 2 and r["steps"] == [1, 1] and r["iterations"] == [1, 1], case
         assert r["max_update"] > 1e-4, case  # the step changed the weights
