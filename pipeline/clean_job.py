@@ -267,8 +267,10 @@ def run_clean_job(
     p = beam.Pipeline(options=pipeline_options)
     build_pipeline(p, config, files, pretrained)
     total = sum(f.size_bytes for fs in files.values() for f in fs)
-    with ProgressMonitor(progress_dir(config.output), "clean", total, "bytes", progress):
-        p.run().wait_until_finish()
+    with ProgressMonitor(progress_dir(config.output), "clean", total, "bytes", progress) as watch:
+        result = p.run()
+        watch.follow(result)
+        result.wait_until_finish()
     elapsed = time.monotonic() - started
 
     result_path = FileSystems.join(config.output, _RESULT)

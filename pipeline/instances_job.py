@@ -535,8 +535,9 @@ def run_instances_jobs(
             p | label >> _InstancesBranch(*args, ProgressReporter(watch))
         with ProgressMonitor(
             watch, "instances", _document_passes(prepared), "document passes", progress
-        ):
+        ) as monitor:
             result = p.run()
+            monitor.follow(result)
             result.wait_until_finish()
         elapsed = time.monotonic() - started
         manifests = []

@@ -31,6 +31,8 @@ import uuid
 from collections.abc import Callable
 from typing import TextIO
 
+PROGRESS_NAMESPACE = "bertprep.progress"
+"""Beam counter namespace of the reporters' totals (read by the monitor through the runner)."""
 SUFFIX = ".progress"
 PROGRESS_DIR = ".progress"
 _RECORD = struct.Struct("<q")
@@ -67,6 +69,7 @@ class ProgressReporter:
         self.__init__(state["_directory"], state["_interval"])
 
     def add(self, amount: int) -> None:
+        _consumed().inc(amount)  # for runners whose workers are elsewhere (see follow())
         if self._directory is None:
             return
         self._total += amount
@@ -90,6 +93,12 @@ class ProgressReporter:
         except OSError:  # the monitor removed the directory: the job is over
             pass
         self._written_at = time.monotonic()
+
+
+def _consumed():
+    from apache_beam.metrics import Metrics
+
+    return Metrics.counter(PROGRESS_NAMESPACE, "consumed")
 
 
 def read_progress(directory: str) -> int:
@@ -186,6 +195,37 @@ class ProgressMonitor:
         self._width = 0
         self._first: tuple[float, int] | None = None
         self._last: tuple[float, int] | None = None
+        self._result = None
+        self._metrics = (0.0, 0)  # (when last queried, value)
+        self.metrics_every = 10.0
+        """Seconds between queries of the runner's counters (each is a service call)."""
+
+    def follow(self, result) -> None:
+        """Also reads the reporters' Beam counters from ``result`` while the job runs: for
+        runners whose ``run()`` returns before the end (Dataflow) and whose workers' progress
+        files stay on their machines. With the DirectRunner the job is over by then: no-op."""
+        from apache_beam.runners.runner import PipelineState
+
+        try:
+            if PipelineState.is_terminal(result.state):
+                return
+        except Exception:  # a result without a state
+            return
+        self._result = result
+
+    def _from_metrics(self) -> int:
+        when, value = self._metrics
+        if self._result is None or time.monotonic() - when < self.metrics_every:
+            return value
+        from apache_beam.metrics.metric import MetricsFilter
+
+        try:
+            found = self._result.metrics().query(MetricsFilter().with_namespace(PROGRESS_NAMESPACE))
+            value = sum(int(c.attempted or 0) for c in found["counters"])
+        except Exception:  # a runner without live metrics: the files are all there is
+            pass
+        self._metrics = (time.monotonic(), value)
+        return value
 
     def __enter__(self) -> ProgressMonitor:
         if self.directory is None:
@@ -209,7 +249,7 @@ class ProgressMonitor:
         shutil.rmtree(self.directory, ignore_errors=True)
 
     def _sample(self) -> int:
-        done = read_progress(self.directory)
+        done = max(read_progress(self.directory), self._from_metrics())
         if done and (not self.observed or self.observed[-1] != done):
             self.observed.append(done)
             now = time.monotonic()

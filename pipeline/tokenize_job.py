@@ -76,8 +76,10 @@ def run_tokenize_job(
         | "Save" >> beam.Map(lambda c: write_json(counts_path, c))
     )
     total = sum(parquet_rows(path) for _, path in work)
-    with ProgressMonitor(watch, "tokenize", total, "documents", progress):
-        p.run().wait_until_finish()
+    with ProgressMonitor(watch, "tokenize", total, "documents", progress) as monitor:
+        result = p.run()
+        monitor.follow(result)
+        result.wait_until_finish()
     all_counts = read_json(counts_path)
     FileSystems.delete([counts_path])
     manifests = {}

@@ -214,3 +214,15 @@ def test_every_long_stage_of_run_reports_up_to_its_total(tmp_path, monkeypatch):
     # Documents × dupe passes (3 and 2 in the sample config; one pass over the eval side).
     assert seq128.total == train * 3 + held_out and seq512.total == train * 2 + held_out
     assert not list((tmp_path / "out").rglob(".progress"))
+
+
+def test_following_a_finished_direct_runner_result_is_a_no_op(tmp_path):
+    """The DirectRunner runs to the end inside run(): nothing is left to poll (Dataflow's run()
+    returns early; its counters are then read through the result, every ``metrics_every`` s)."""
+    p = beam.Pipeline(options=make_pipeline_options(["--direct_running_mode=in_memory"]))
+    _ = p | beam.Create([1, 2]) | beam.Map(lambda x: x)
+    with ProgressMonitor(str(tmp_path / "p"), "x", 2, "documents", stream=io.StringIO()) as m:
+        result = p.run()
+        m.follow(result)
+        result.wait_until_finish()
+    assert m._result is None and m._from_metrics() == 0
