@@ -34,6 +34,7 @@ EXTRAS = {
     ],
     "test": [
         "pytest==9.2.0",
+        "pytest-xdist==3.8.0",
         "ruff==0.17.6",
         "transformers==5.24.0",
         "tensorflow==2.21.0",

@@ -20,7 +20,7 @@ from apache_beam.internal import pickler
 from apache_beam.portability import common_urns
 from apache_beam.portability.api import beam_runner_api_pb2
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("cloud")]  # one emulator run
 
 ROOT = Path(__file__).resolve().parents[2]
 

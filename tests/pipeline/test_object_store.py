@@ -18,7 +18,7 @@ import pytest
 
 from tests.pipeline.cloud_runs import BUCKET, bertprep
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("cloud")]  # one emulator run
 
 
 def manifests(out: Path) -> dict[str, dict]:
