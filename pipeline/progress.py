@@ -19,6 +19,7 @@ twice: the figures are a guide, never a result (the manifests carry the exact co
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import shutil
@@ -95,7 +96,9 @@ class ProgressReporter:
         self._written_at = time.monotonic()
 
 
+@functools.cache
 def _consumed():
+    """The reporters' Beam counter, made once per process (``add`` is on the read path)."""
     from apache_beam.metrics import Metrics
 
     return Metrics.counter(PROGRESS_NAMESPACE, "consumed")

@@ -12,6 +12,7 @@ are exactly those written without groups.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import tempfile
@@ -41,11 +42,13 @@ class GroupSpill:
     counts: tuple[int, ...]
     lengths: np.ndarray
 
+    @functools.cached_property
+    def _shard_starts(self) -> np.ndarray:
+        return np.concatenate([[0], np.cumsum(self.lengths.sum(axis=1))])
+
     def shard_range(self, shard: int) -> tuple[int, int]:
         """Byte range of shard ``shard``'s blocks in the group file."""
-        per_shard = self.lengths.sum(axis=1)
-        start = int(per_shard[:shard].sum())
-        return start, start + int(per_shard[shard])
+        return int(self._shard_starts[shard]), int(self._shard_starts[shard + 1])
 
 
 def group_tasks(spills: list[TaskSpill], target_bytes: int) -> list[list[TaskSpill]]:
