@@ -56,6 +56,7 @@ setup(
     description="BERT pretraining data preparation: clean, vocab, instances, shards, trainer.",
     python_requires=">=3.10,<3.13",
     packages=find_packages(include=[f"{name}*" for name in PACKAGES]),
+    package_data={"tokenizer": ["unicode_tables.json"]},
     install_requires=RUNTIME,
     extras_require=EXTRAS,
     entry_points={"console_scripts": ["bertprep=pipeline.cli:main"]},

@@ -15,9 +15,11 @@ def _quiet_logging(verbose: bool) -> None:
         level=logging.INFO if verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    from pipeline.quiet import quiet_subprocesses, use_worker_site
+
     if verbose:
+        use_worker_site()
         return
-    from pipeline.quiet import quiet_subprocesses
 
     quiet_subprocesses()
     root = logging.getLogger()

@@ -29,6 +29,12 @@ def quiet_subprocesses() -> None:
     """Sets the environment the processes started from now on inherit (see the module doc)."""
     os.environ[QUIET_ENV] = "1"
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    use_worker_site()
+
+
+def use_worker_site() -> None:
+    """Puts ``pipeline/worker_site`` first on the PYTHONPATH of the processes started from now on
+    (quiet or not, its ``sitecustomize`` also ends finished Beam workers without teardown)."""
     paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     if WORKER_SITE not in paths:
         os.environ["PYTHONPATH"] = os.pathsep.join([WORKER_SITE, *paths])

@@ -16,7 +16,7 @@ import hashlib
 import json
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
@@ -48,6 +48,7 @@ class StageResult:
     seconds: float
     fingerprint: str
     details: dict
+    shared_with: list[str] = field(default_factory=list)  # stages run in the same pipeline
 
 
 def _read_stage(directory: str) -> dict | None:
@@ -71,23 +72,50 @@ class Runner:
         self.results: list[StageResult] = []
 
     def stage(self, name: str, directory: str, fp: str, work: Callable[[], dict]) -> dict:
-        previous = _read_stage(directory)
-        forced = name in self.force or name.split(":")[0] in self.force or "all" in self.force
-        if previous and previous.get("fingerprint") == fp and not forced:
-            self.progress(f"{name}: up to date (fingerprint {fp}), skipped")
-            self.results.append(StageResult(name, "skipped", 0.0, fp, previous["details"]))
-            return previous["details"]
-        marker = FileSystems.join(directory, STAGE_FILE)
-        if FileSystems.exists(marker):  # stale: remove before work so a crash cannot keep it
-            FileSystems.delete([marker])
-        self.progress(f"{name}: running...")
+        """Runs ``work`` unless ``directory``'s marker has ``fp``; returns the stage's details."""
+        return self.stages([(name, directory, fp)], lambda names: {name: work()})[name]
+
+    def stages(
+        self,
+        specs: list[tuple[str, str, str]],
+        work: Callable[[list[str]], dict[str, dict]],
+    ) -> dict[str, dict]:
+        """Several stages ``(name, directory, fingerprint)`` done by one piece of work (e.g. all
+        phases in one pipeline): ``work(names)`` runs only the stale ones, in ``specs`` order,
+        and returns their details by name. Each stage keeps its own marker, so one that is
+        current is skipped; the ones run together share their wall seconds. Returns the details
+        of every stage by name."""
+        details: dict[str, dict] = {}
+        stale: list[tuple[str, str, str]] = []
+        for name, directory, fp in specs:
+            previous = _read_stage(directory)
+            forced = name in self.force or name.split(":")[0] in self.force or "all" in self.force
+            if previous and previous.get("fingerprint") == fp and not forced:
+                self.progress(f"{name}: up to date (fingerprint {fp}), skipped")
+                self.results.append(StageResult(name, "skipped", 0.0, fp, previous["details"]))
+                details[name] = previous["details"]
+                continue
+            marker = FileSystems.join(directory, STAGE_FILE)
+            if FileSystems.exists(marker):  # stale: remove before work so a crash cannot keep it
+                FileSystems.delete([marker])
+            stale.append((name, directory, fp))
+        if not stale:
+            return details
+        names = [name for name, _, _ in stale]
+        together = f" (together: {', '.join(names)})" if len(names) > 1 else ""
+        for name in names:
+            self.progress(f"{name}: running...{together if name == names[0] else ''}")
         started = time.monotonic()
-        details = work()
+        done = work(names)
         seconds = time.monotonic() - started
-        _write_stage(directory, {"stage": name, "fingerprint": fp, "details": details})
-        self.progress(f"{name}: done in {seconds:.1f} s")
-        self.results.append(StageResult(name, "ran", seconds, fp, details))
-        return details
+        for name, directory, fp in stale:
+            _write_stage(directory, {"stage": name, "fingerprint": fp, "details": done[name]})
+            self.progress(f"{name}: done in {seconds:.1f} s")
+            self.results.append(
+                StageResult(name, "ran", seconds, fp, done[name], [n for n in names if n != name])
+            )
+            details[name] = done[name]
+        return {name: details[name] for name, _, _ in specs}
 
 
 def stage_names(config: RunConfig) -> list[str]:
@@ -296,18 +324,24 @@ def run_all(
             f"{FileSystems.join(tokens_dir, 'train', 'rejects.jsonl')})"
         )
 
-    phase_rows = []
+    phase_specs = []
+    phases_by_name = {}
     for phase in config.phases:
         phase_dir = FileSystems.join(out, phase.name)
         phase_fp = fingerprint("phase", tokens_fp, asdict(phase), config.seed)
+        phase_specs.append((f"phase:{phase.name}", phase_dir, phase_fp))
+        phases_by_name[f"phase:{phase.name}"] = (phase, phase_dir)
 
-        def make_phase(phase=phase, phase_dir=phase_dir) -> dict:
-            jobs = {}
+    def make_phases(names: list[str]) -> dict[str, dict]:
+        """Every stale phase, train and eval sides, in one pipeline: one runner start-up."""
+        jobs: dict[tuple[str, str], InstancesJobConfig] = {}
+        for name in names:
+            phase, phase_dir = phases_by_name[name]
             for side, shards in (("train", phase.num_shards), ("eval", phase.eval_num_shards)):
                 if not tokens_details.get(side, {}).get("documents"):
                     progress(f"phase:{phase.name}: no {side} documents, no {side} shards")
                     continue
-                jobs[side] = InstancesJobConfig(
+                jobs[name, side] = InstancesJobConfig(
                     inputs=[FileSystems.join(tokens_dir, side, INDEX_PATTERN)],
                     pretokenized=True,
                     vocab=vocab_path,
@@ -323,23 +357,23 @@ def run_all(
                     whole_word_mask=phase.whole_word_mask,
                     allow_prediction_cap=phase.allow_prediction_cap,
                 )
-            # Both sides in one pipeline: one runner start-up per phase.
-            manifests = run_instances_jobs(list(jobs.values()), options_for(), progress)
-            results = {}
-            for side, manifest in zip(jobs, manifests, strict=True):
-                t = manifest["totals"]
-                results[side] = {
-                    "instances": t["instances"],
-                    "shards": len(manifest["shards"]),
-                    "is_next_ratio": t["is_next_ratio"],
-                    "pairs": manifest["counts"].get("pairs", 0),
-                    "single_sentence_chunks": manifest["counts"].get("single_sentence_chunks", 0),
-                    "bytes": _bytes_of(FileSystems.join(phase_dir, side)),
-                }
-            return results
+        manifests = run_instances_jobs(list(jobs.values()), options_for(), progress)
+        results: dict[str, dict] = {name: {} for name in names}
+        for (name, side), manifest in zip(jobs, manifests, strict=True):
+            phase_dir = phases_by_name[name][1]
+            t = manifest["totals"]
+            results[name][side] = {
+                "instances": t["instances"],
+                "shards": len(manifest["shards"]),
+                "is_next_ratio": t["is_next_ratio"],
+                "pairs": manifest["counts"].get("pairs", 0),
+                "single_sentence_chunks": manifest["counts"].get("single_sentence_chunks", 0),
+                "bytes": _bytes_of(FileSystems.join(phase_dir, side)),
+            }
+        return results
 
-        details = runner.stage(f"phase:{phase.name}", phase_dir, phase_fp, make_phase)
-        phase_rows.append({"phase": phase.name, **details})
+    phase_details = runner.stages(phase_specs, make_phases)
+    phase_rows = [{"phase": name.split(":", 1)[1], **d} for name, d in phase_details.items()]
 
     summary = {
         "output": out,
@@ -441,7 +475,9 @@ def format_summary(summary: dict) -> str:
     """The end-of-run table a person reads."""
     lines = ["stage                 status    seconds"]
     for s in summary["stages"]:
-        lines.append(f"  {s['name']:<20}{s['status']:<10}{s['seconds']:>7.1f}")
+        shared = s.get("shared_with") or []
+        together = f"  (one pipeline with {', '.join(shared)})" if shared else ""
+        lines.append(f"  {s['name']:<20}{s['status']:<10}{s['seconds']:>7.1f}{together}")
     lines.append(
         f"documents {summary['documents']:,}, sentences {summary['sentences']:,}; "
         f"split train/eval {summary['split'].get('train', 0):,}/"

@@ -45,13 +45,16 @@ Known residual differences (none occurs in the shared corpora; see the slow test
 from __future__ import annotations
 
 import functools
+import json
 import re
 import sys
 import unicodedata
 import warnings
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
+import tokenizers
 from tokenizers import Regex, Tokenizer, decoders, normalizers, pre_tokenizers
 from tokenizers.models import WordPiece
 
@@ -111,8 +114,38 @@ def _char_class(ranges: Sequence[tuple[int, int]]) -> str:
     return "[" + "".join(parts) + "]"
 
 
+UNICODE_TABLES_FILE = Path(__file__).with_name("unicode_tables.json")
+"""The tables below as computed for the pinned interpreter and ``tokenizers`` (regenerate with
+``python -m tokenizer.wordpiece``): computing them walks every code point (~2 s per process)."""
+
+
+def unicode_tables_key() -> dict[str, object]:
+    """What the tables depend on: the file is used only when its key equals this one."""
+    return {
+        "format": 1,
+        "unidata_version": unicodedata.unidata_version,
+        "maxunicode": sys.maxunicode,
+        "tokenizers": tokenizers.__version__,
+    }
+
+
 class _Tables:
     """Character classes and Rust-vs-Python normalization fix-ups derived from ``unicodedata``."""
+
+    RANGES = ("drop", "to_space", "punct", "mn", "cjk", "split_space", "cased", "ignorable")
+    FIXUPS = ("lower_fixups", "nfd_fixups", "nfc_fixups")
+
+    @classmethod
+    def from_dict(cls, data: dict[str, list]) -> _Tables:
+        tables = cls.__new__(cls)
+        for name in cls.RANGES + cls.FIXUPS:
+            setattr(tables, name, [tuple(pair) for pair in data[name]])
+        return tables
+
+    def to_dict(self) -> dict[str, list]:
+        return {
+            name: [list(pair) for pair in getattr(self, name)] for name in self.RANGES + self.FIXUPS
+        }
 
     def __init__(self) -> None:
         drop, space, punct, mn, kept = [], [], [], [], []
@@ -171,8 +204,29 @@ class _Tables:
 
 
 @functools.lru_cache(maxsize=1)
+def _shipped_tables() -> dict | None:
+    try:
+        data = json.loads(UNICODE_TABLES_FILE.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if data.get("key") == unicode_tables_key() else None
+
+
+@functools.lru_cache(maxsize=1)
 def _tables() -> _Tables:
-    return _Tables()
+    """The shipped tables when they were made for this interpreter and ``tokenizers``, else
+    computed here."""
+    shipped = _shipped_tables()
+    return _Tables.from_dict(shipped["tables"]) if shipped else _Tables()
+
+
+def computed_unicode_tables() -> dict:
+    """What ``UNICODE_TABLES_FILE`` holds, computed from scratch in this process."""
+    return {
+        "key": unicode_tables_key(),
+        "tables": _Tables().to_dict(),
+        "composition_seconds": sorted(_computed_composition_seconds()),
+    }
 
 
 def bert_normalizer(do_lower_case: bool) -> normalizers.Normalizer:
@@ -234,6 +288,13 @@ def build_bert_tokenizer(vocab: Vocab, do_lower_case: bool) -> Tokenizer:
 def _composition_seconds() -> frozenset[int]:
     """Code points that are the second of a canonical decomposition pair: those that can
     compose with the character before them."""
+    shipped = _shipped_tables()
+    if shipped:
+        return frozenset(shipped["composition_seconds"])
+    return _computed_composition_seconds()
+
+
+def _computed_composition_seconds() -> frozenset[int]:
     seconds = set()
     for cp in range(sys.maxunicode + 1):
         parts = unicodedata.decomposition(chr(cp)).split()
@@ -439,3 +500,11 @@ class BertWordPieceTokenizer:
             "vocab_size": len(self.vocab),
             "max_input_chars_per_word": MAX_INPUT_CHARS_PER_WORD,
         }
+
+
+if __name__ == "__main__":
+    UNICODE_TABLES_FILE.write_text(
+        json.dumps(computed_unicode_tables(), ensure_ascii=True, separators=(",", ":")) + "\n",
+        encoding="utf-8",
+    )
+    print(f"wrote {UNICODE_TABLES_FILE}")

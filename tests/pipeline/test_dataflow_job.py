@@ -24,13 +24,14 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("cloud")]  # one emulato
 
 ROOT = Path(__file__).resolve().parents[2]
 
-STAGE_DOFNS = [
+STAGES = ["clean", "split", "vocab", "tokenize", "phase:seq128", "phase:seq512"]
+# One pipeline per stage, except the phases: all of them (train and eval sides) run as one.
+PIPELINE_DOFNS = [
     ("clean", {"StageDocumentsFn", "ExactDuplicatesFn", "BandCandidatesFn", "FinishChunkFn"}),
     ("split", {"SplitFileFn"}),
     ("vocab", set()),
     ("tokenize", {"TokenizeFileFn"}),
-    ("phase:seq128", {"BucketSlicesFn", "ExpandDupePassesFn", "CreateInstancesFn", "WriteShardFn"}),
-    ("phase:seq512", {"BucketSlicesFn", "ExpandDupePassesFn", "CreateInstancesFn", "WriteShardFn"}),
+    ("phases", {"BucketSlicesFn", "ExpandDupePassesFn", "CreateInstancesFn", "WriteShardFn"}),
 ]
 
 
@@ -65,8 +66,10 @@ def described(cloud):
 
 def test_one_job_per_pipeline_of_the_run(described):
     jobs, summary = described
-    assert [s["name"] for s in summary["stages"]] == [name for name, _ in STAGE_DOFNS]
-    assert len(jobs) == len(STAGE_DOFNS)
+    assert [s["name"] for s in summary["stages"]] == STAGES
+    assert len(jobs) == len(PIPELINE_DOFNS)
+    phases = [s for s in summary["stages"] if s["name"].startswith("phase:")]
+    assert [s["shared_with"] for s in phases] == [["phase:seq512"], ["phase:seq128"]]
 
 
 def test_jobs_use_runner_v2_and_pass_the_options_through(described):
@@ -96,5 +99,5 @@ def test_the_sdk_container_is_the_dockerfiles_base_image(described):
 
 
 def test_every_dofn_of_each_stage_is_in_its_job(described):
-    for (name, expected), (_, proto) in zip(STAGE_DOFNS, described[0], strict=True):
+    for (name, expected), (_, proto) in zip(PIPELINE_DOFNS, described[0], strict=True):
         assert expected <= dofn_names(proto), name

@@ -412,3 +412,43 @@ def test_real_corpora_ids_identical_to_reference(vocab_name: str, do_lower_case:
     )
     assert total > 200_000
     assert mismatched == 0
+
+
+def test_shipped_unicode_tables_are_what_this_interpreter_computes():
+    """The file that saves each process ~2 s of walking every code point holds exactly what
+    would be computed here (regenerate with ``python -m tokenizer.wordpiece``)."""
+    import json
+
+    from tokenizer import wordpiece
+
+    shipped = json.loads(wordpiece.UNICODE_TABLES_FILE.read_text(encoding="utf-8"))
+    computed = json.loads(json.dumps(wordpiece.computed_unicode_tables()))
+    if shipped["key"] != computed["key"]:
+        pytest.skip(f"tables shipped for {shipped['key']}, this is {computed['key']}")
+    assert shipped == computed
+
+
+def test_unicode_tables_for_another_interpreter_are_not_used(tmp_path, monkeypatch):
+    import json
+
+    from tokenizer import wordpiece
+
+    stale = json.loads(wordpiece.UNICODE_TABLES_FILE.read_text(encoding="utf-8"))
+    stale["key"]["unidata_version"] = "0.0.0"
+    stale["tables"]["punct"] = []
+    path = tmp_path / "unicode_tables.json"
+    path.write_text(json.dumps(stale), encoding="utf-8")
+    monkeypatch.setattr(wordpiece, "UNICODE_TABLES_FILE", path)
+    for cached in (wordpiece._shipped_tables, wordpiece._tables, wordpiece._composition_seconds):
+        cached.cache_clear()
+    try:
+        assert wordpiece._shipped_tables() is None
+        assert wordpiece._tables().punct  # computed, not the stale (emptied) file
+    finally:
+        monkeypatch.undo()
+        for cached in (
+            wordpiece._shipped_tables,
+            wordpiece._tables,
+            wordpiece._composition_seconds,
+        ):
+            cached.cache_clear()
