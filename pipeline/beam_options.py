@@ -6,7 +6,12 @@ import argparse
 import os
 
 from apache_beam.options import pipeline_options as beam_po
-from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
+from apache_beam.options.pipeline_options import (
+    DirectOptions,
+    PipelineOptions,
+    StandardOptions,
+    TypeOptions,
+)
 
 UNSAFE_DIRECT_MODE = "multi_threading"
 
@@ -73,10 +78,17 @@ def make_pipeline_options(beam_args: list[str]) -> PipelineOptions:
     With the DirectRunner (the default) and no ``--direct_running_mode``, runs multi-process with
     one worker per CPU. ``--direct_running_mode=multi_threading`` is refused: on Beam 2.77 it was
     seen silently losing records between a GroupByKey and the writer.
+
+    Beam's construction-time type check is off (as ``--no_pipeline_type_check``; set
+    ``BERTPREP_PIPELINE_TYPE_CHECK=1`` to keep it): it builds an option parser for every type
+    comparison, ~1 s per pipeline of the instance stage, and checks nothing a run depends on
+    (the test pipelines built without this function keep it).
     """
     if not any(a.startswith("--default_sdk_harness_log_level") for a in beam_args):
         beam_args = [*beam_args, "--default_sdk_harness_log_level=WARNING"]
     options = PipelineOptions(beam_args)
+    if not os.environ.get("BERTPREP_PIPELINE_TYPE_CHECK"):
+        options.view_as(TypeOptions).pipeline_type_check = False
     runner = options.view_as(StandardOptions).runner or "DirectRunner"
     direct = options.view_as(DirectOptions)
     if runner in ("DirectRunner", "direct", "BundleBasedDirectRunner"):
