@@ -122,7 +122,7 @@ def build_pipeline(
     reader = SourceReader(config.text_field, config.title_field, config.keep_disambiguation)
     staged = (
         p
-        | "ListUnits" >> beam.Create(elements)
+        | "ListUnits" >> beam.Create(elements, reshuffle=False)
         | "SpreadUnits" >> beam.Reshuffle()
         | "Stage"
         >> beam.ParDo(

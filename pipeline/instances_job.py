@@ -294,7 +294,7 @@ def build_pipeline(
         num_buckets = bucket_count(sum(parquet_rows(f.path) for f in files), config.bucket_size)
         tokenized = (
             p
-            | "ListTokenFiles" >> beam.Create([f.path for f in files])
+            | "ListTokenFiles" >> beam.Create([f.path for f in files], reshuffle=False)
             | "SpreadTokenFiles" >> beam.Reshuffle()
             | "BucketSlices"
             >> beam.ParDo(BucketSlicesFn(config.seed, num_buckets)).with_outputs(
@@ -306,7 +306,7 @@ def build_pipeline(
     else:
         read = (
             p
-            | "ListFiles" >> beam.Create(files)
+            | "ListFiles" >> beam.Create(files, reshuffle=False)
             | "SpreadFiles" >> beam.Reshuffle()
             | "ReadFiles"
             >> ReadBertTextDocuments(config.max_sentence_chars, config.max_document_sentences)

@@ -300,7 +300,7 @@ class WriteShards(beam.PTransform):
     def expand(self, spills):
         return (
             spills.pipeline
-            | "ShardIds" >> beam.Create(list(range(self._num_shards)))
+            | "ShardIds" >> beam.Create(list(range(self._num_shards)), reshuffle=False)
             | "SpreadShards" >> beam.Reshuffle()
             | "WriteShard" >> beam.ParDo(self._fn, spills=beam.pvalue.AsList(spills))
         )

@@ -81,7 +81,7 @@ def run_split_job(
     with beam.Pipeline(options=options) as p:
         split = (
             p
-            | "ListFiles" >> beam.Create(files)
+            | "ListFiles" >> beam.Create(files, reshuffle=False)
             | "SpreadFiles" >> beam.Reshuffle()
             | "Split"
             >> beam.ParDo(SplitFileFn(output, seed, fraction)).with_outputs(STATS_TAG, main="none")

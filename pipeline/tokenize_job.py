@@ -63,7 +63,7 @@ def run_tokenize_job(
     p = beam.Pipeline(options=options)
     tokenized = (
         p
-        | "ListFiles" >> beam.Create(work)
+        | "ListFiles" >> beam.Create(work, reshuffle=False)
         | "SpreadFiles" >> beam.Reshuffle()
         | "Tokenize"
         >> beam.ParDo(
