@@ -86,8 +86,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--dupe-factor",
         "--dupe_factor",
         type=int,
-        default=None,
-        help="passes over the data (default 10; 1 with --masking dynamic)",
+        default=argparse.SUPPRESS,
+        help="passes over the data (default: 10); with --masking dynamic (default: 1)",
     )
     inst.add_argument(
         "--masking",
@@ -252,9 +252,7 @@ def config_from_args(args: argparse.Namespace) -> InstancesJobConfig:
         max_seq_length=args.max_seq_length,
         max_predictions_per_seq=args.max_predictions_per_seq,
         masked_lm_prob=args.masked_lm_prob,
-        dupe_factor=args.dupe_factor
-        if args.dupe_factor is not None
-        else (1 if args.masking == "dynamic" else 10),
+        dupe_factor=getattr(args, "dupe_factor", 1 if args.masking == "dynamic" else 10),
         short_seq_prob=args.short_seq_prob,
         masking=args.masking,
         input_mode=args.input_mode,
