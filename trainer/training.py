@@ -231,7 +231,11 @@ def make_train_loop(
         sums, grads = forward_backward(batch, mlm_total, examples_total)
         # Dense gradients (the segment embedding's is IndexedSlices): what TPUs all-reduce, and
         # the tied token embedding's is dense anyway.
-        grads = [tf.convert_to_tensor(g) for g in grads]
+        # Without an NSP head the pooler gets no gradient: zeros (Adam then leaves it unchanged).
+        grads = [
+            tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
+            for g, v in zip(grads, variables, strict=True)
+        ]
         if replicas > 1:
             grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads)
         scale = tf.cast(loss_scaler.dynamic_scale, tf.float32) if loss_scaler is not None else 1.0

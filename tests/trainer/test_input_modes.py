@@ -101,8 +101,10 @@ def test_resume_with_shards_of_another_mode_fails_early(kind_shards, shards, tmp
     from trainer.training import train
 
     out = tmp_path / "run"
-    train(small_config(shards, out, steps=2, checkpoint_every=2), log=lambda m: None)
-    packed = small_config(kind_shards[("dynamic", "full-sentences")], out, steps=4)
+    train(
+        small_config(shards, out, steps=2, warmup_steps=1, checkpoint_every=2), log=lambda m: None
+    )
+    packed = small_config(kind_shards[("dynamic", "full-sentences")], out, steps=4, warmup_steps=1)
     with pytest.raises(ConfigMismatchError, match="NSP head"):
         train(packed, log=lambda m: None)
 
