@@ -225,3 +225,24 @@ def test_cli_defaults_dupe_factor_by_masking():
     assert (dynamic.dupe_factor, static.dupe_factor) == (1, 10)
     packed = config_from_args(parser.parse_args([*base, "--input-mode", "doc-sentences"]))
     assert packed.input_mode == "doc-sentences" and packed.masking == "static"
+
+
+def test_run_config_phases_take_the_kind_and_default_dupe_factor(tmp_path):
+    from pipeline.run_config import ConfigError, load_run_config
+
+    path = tmp_path / "run.yaml"
+    path.write_text(
+        "inputs: {books: [b.txt]}\n"
+        "phases:\n"
+        "  - {name: s, masking: static}\n"
+        "  - {name: d, masking: dynamic, input_mode: full-sentences}\n"
+        "  - {name: e, masking: dynamic, dupe_factor: 3}\n"
+    )
+    phases = load_run_config(path).phases
+    assert [(p.masking, p.input_mode, p.dupe_factor) for p in phases] == [
+        ("static", "sentence-pairs", 10),
+        ("dynamic", "full-sentences", 1),
+        ("dynamic", "sentence-pairs", 3),
+    ]
+    with pytest.raises(ConfigError, match=r"phases\[0\].input_mode"):
+        load_run_config(path, ["phases.0.input_mode=pairs"])
