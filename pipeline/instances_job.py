@@ -505,6 +505,7 @@ def build_manifest(
         manifest["totals"]["document_separators"] = stats.get("document_separators", 0)
         manifest["totals"]["split_long_sentences"] = stats.get("split_long_sentences", 0)
     if config.masking == DYNAMIC:
+        manifest["totals"]["mean_predictions_per_instance"] = None  # none on disk
         manifest["totals"]["expected_predictions_per_instance"] = (
             round(expected / instances, 4) if instances else None
         )
