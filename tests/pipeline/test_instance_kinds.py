@@ -183,9 +183,13 @@ def test_validate_finds_doubled_separators(produced, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("kind", KINDS, ids=lambda k: "-".join(k))
-def test_stats_reports_the_kind(produced, kind, capsys):
+def test_stats_reports_the_kind(produced, kind, capsys, tmp_path):
     manifest, out = produced[kind]
-    code, stdout, _ = cli(capsys, "stats", str(out), "--workers", "1", "--json")
+    html = tmp_path / "report.html"
+    code, stdout, _ = cli(
+        capsys, "stats", str(out), "--workers", "1", "--json", "--plot", str(html)
+    )
+    assert html.stat().st_size > 0
     assert code == 0
     report = json.loads(stdout)
     assert report["masking"] == kind[0] and report["input_mode"] == kind[1]
