@@ -40,7 +40,7 @@ from pipeline.tokenize_documents import TokenizeDocuments
 from tokenizer.vocab import Vocab
 from tokenizer.wordpiece import BertWordPieceTokenizer
 from transforms.bert_text import DEFAULT_MAX_DOCUMENT_SENTENCES, DEFAULT_MAX_SENTENCE_CHARS
-from transforms.features import FEATURES
+from transforms.features import DYNAMIC, SENTENCE_PAIRS, STATIC, features_of, has_nsp
 from transforms.instance_batches import InstanceSettings, TokenTables
 from transforms.instances import PairConfig
 from transforms.masking import MaskingConfig
@@ -98,6 +98,12 @@ class InstancesJobConfig:
     a shard writer makes one ranged read per group rather than per task (``pipeline.spill_groups``):
     "auto" (when the output is on an object store), "always" or "never". Same shard bytes."""
     spill_group_mb: float = 256.0
+    masking: str = STATIC
+    """``static``: 80/10/10 masks precomputed in the records (google-research/bert). ``dynamic``:
+    unmasked records (with word-start flags); the trainer draws new masks every step in
+    ``tf.data``. The CLI and ``bertprep run`` default ``dupe_factor`` to 1 for it."""
+    input_mode: str = SENTENCE_PAIRS
+    """``sentence-pairs`` (with NSP), ``full-sentences`` or ``doc-sentences`` (packed, no NSP)."""
     pretokenized: bool = False
     """``inputs`` are token index files (``tokens-*.index.parquet``, ``pipeline.token_files``)
     written with the same vocab and casing by ``bertprep run``'s tokenize stage: documents are
@@ -118,6 +124,8 @@ class InstancesJobConfig:
             ),
             dupe_factor=self.dupe_factor,
             seed=self.seed,
+            masking_kind=self.masking,
+            input_mode=self.input_mode,
         )
 
 
@@ -160,6 +168,15 @@ def check_settings(config: InstancesJobConfig, naming: Naming = Naming()) -> Ins
         raise JobConfigError(
             f"{naming('bucket_size')} must be at least 2, got {config.bucket_size}"
         )
+    for field_name, allowed in (
+        ("masking", ("static", "dynamic")),
+        ("input_mode", ("sentence-pairs", "full-sentences", "doc-sentences")),
+    ):
+        if getattr(config, field_name) not in allowed:
+            raise JobConfigError(
+                f"{naming(field_name)} must be one of {', '.join(allowed)}, "
+                f"got {getattr(config, field_name)!r}"
+            )
     if config.compression not in SUFFIXES:
         raise JobConfigError(f"{naming('compression')} must be one of {sorted(SUFFIXES)}")
     if config.shard_names is not None:
@@ -415,15 +432,20 @@ def build_manifest(
         for k, v in stats.items()
         if k.startswith(("skipped_", "dropped_", "split_", "truncated_input", "empty_input"))
     }
-    return {
+    expected = stats.get("expected_masked_lm_predictions", 0)
+    manifest = {
         "format": MANIFEST_FORMAT,
         "config": asdict(config),
+        "masking": config.masking,
+        "input_mode": config.input_mode,
+        "next_sentence_prediction": has_nsp(config.input_mode),
+        "dupe_factor": config.dupe_factor,
         "features": {
             f.name: {
                 "dtype": f.dtype,
                 "length": f.length(config.max_seq_length, config.max_predictions_per_seq),
             }
-            for f in FEATURES
+            for f in features_of(config.masking, config.input_mode)
         },
         "max_seq_length": config.max_seq_length,
         "max_predictions_per_seq": config.max_predictions_per_seq,
@@ -476,6 +498,48 @@ def build_manifest(
         "skipped": skipped,
         "counts": stats,
         "elapsed_seconds": round(elapsed_s, 2),
+    }
+    if not has_nsp(config.input_mode):
+        for key in ("is_next", "random_next", "is_next_ratio"):
+            manifest["totals"][key] = None
+        manifest["totals"]["document_separators"] = stats.get("document_separators", 0)
+        manifest["totals"]["split_long_sentences"] = stats.get("split_long_sentences", 0)
+    if config.masking == DYNAMIC:
+        manifest["totals"]["mean_predictions_per_instance"] = None  # none on disk
+        manifest["totals"]["expected_predictions_per_instance"] = (
+            round(expected / instances, 4) if instances else None
+        )
+        manifest["dynamic_masking"] = dynamic_masking_spec(config, vocab)
+    return manifest
+
+
+def dynamic_masking_spec(config: InstancesJobConfig, vocab: Vocab) -> dict:
+    """What the trainer needs to mask unmasked shards as the static path would: rates, the cap,
+    whole-word masking, special ids and the random-replacement pool (as the id ranges it
+    excludes: bracketed specials and ``[unusedN]``, unless ``reference_random_tokens``)."""
+    pool = vocab.replacement_ids(include_special=config.reference_random_tokens)
+    excluded = sorted(set(range(len(vocab))) - set(pool.tolist()))
+    ranges: list[list[int]] = []
+    for i in excluded:
+        if ranges and ranges[-1][1] == i:
+            ranges[-1][1] = i + 1
+        else:
+            ranges.append([i, i + 1])
+    return {
+        "masked_lm_prob": config.masked_lm_prob,
+        "max_predictions_per_seq": config.max_predictions_per_seq,
+        "whole_word_mask": config.whole_word_mask,
+        "mask_token_prob": 0.8,
+        "keep_token_prob": 0.1,
+        "random_token_prob": 0.1,
+        "vocab_size": len(vocab),
+        "special_ids": {
+            "pad": vocab.pad_id,
+            "cls": vocab.cls_id,
+            "sep": vocab.sep_id,
+            "mask": vocab.mask_id,
+        },
+        "replacement_excluded_ranges": ranges,
     }
 
 

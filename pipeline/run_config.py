@@ -58,12 +58,17 @@ class PhaseConfig:
     max_seq_length: int = 128
     max_predictions_per_seq: int = 20
     masked_lm_prob: float = 0.15
-    dupe_factor: int = 10
+    dupe_factor: int | None = None
+    """Passes over the data; None: 10 for static masking, 1 for dynamic."""
     short_seq_prob: float = 0.1
     num_shards: int = 256
     eval_num_shards: int = 4
     whole_word_mask: bool = False
     allow_prediction_cap: bool = False
+    masking: str = "static"
+    """static (masks in the records) or dynamic (unmasked records, masked by the trainer)."""
+    input_mode: str = "sentence-pairs"
+    """sentence-pairs (NSP), full-sentences or doc-sentences (packed, no NSP)."""
 
 
 @dataclass
@@ -137,6 +142,14 @@ def _validate(config: RunConfig) -> RunConfig:
     for i, phase in enumerate(config.phases):
         if not phase.name.replace("-", "").replace("_", "").isalnum():
             raise ConfigError(f"phases[{i}].name: letters, digits, - and _ only")
+        if phase.masking not in ("static", "dynamic"):
+            raise ConfigError(f"phases[{i}].masking: must be static or dynamic")
+        if phase.input_mode not in ("sentence-pairs", "full-sentences", "doc-sentences"):
+            raise ConfigError(
+                f"phases[{i}].input_mode: must be sentence-pairs, full-sentences or doc-sentences"
+            )
+        if phase.dupe_factor is None:
+            phase.dupe_factor = 1 if phase.masking == "dynamic" else 10
         for key in (
             "max_seq_length",
             "max_predictions_per_seq",

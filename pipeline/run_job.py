@@ -163,6 +163,8 @@ def preflight(config: RunConfig, force: set[str]) -> None:
                     num_shards=phase.num_shards,
                     whole_word_mask=phase.whole_word_mask,
                     allow_prediction_cap=phase.allow_prediction_cap,
+                    masking=phase.masking,
+                    input_mode=phase.input_mode,
                 ),
                 Naming(f"phases[{i}]."),
             )
@@ -356,6 +358,8 @@ def run_all(
                     do_lower_case=config.vocab.lowercase,
                     whole_word_mask=phase.whole_word_mask,
                     allow_prediction_cap=phase.allow_prediction_cap,
+                    masking=phase.masking,
+                    input_mode=phase.input_mode,
                 )
         manifests = run_instances_jobs(list(jobs.values()), options_for(), progress)
         results: dict[str, dict] = {name: {} for name in names}

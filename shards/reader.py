@@ -19,7 +19,7 @@ from typing import BinaryIO
 import numpy as np
 
 from transforms.example_encoding import decode_example
-from transforms.features import FEATURES, feature_lengths
+from transforms.features import SENTENCE_PAIRS, STATIC, features_of, kind_lengths
 from transforms.tfrecord import masked_crc32c
 
 MANIFEST = "manifest.json"
@@ -34,10 +34,34 @@ class ShardPathError(ValueError):
 
 @dataclass(frozen=True)
 class RecordSizes:
-    """The two lengths that fix every feature's size."""
+    """The two lengths that fix every feature's size, and the kind of record (which features
+    it has: ``transforms.features.features_of``)."""
 
     max_seq_length: int
     max_predictions_per_seq: int
+    masking: str = STATIC
+    input_mode: str = SENTENCE_PAIRS
+
+    @property
+    def features(self):
+        """The features a record of this kind has."""
+        return features_of(self.masking, self.input_mode)
+
+    def lengths(self) -> dict[str, int]:
+        """Name → fixed length of every feature of this kind."""
+        return kind_lengths(
+            self.max_seq_length, self.max_predictions_per_seq, self.masking, self.input_mode
+        )
+
+    @classmethod
+    def from_manifest(cls, manifest: dict) -> RecordSizes:
+        """The sizes and kind a bertprep manifest states (older manifests: static pairs)."""
+        return cls(
+            int(manifest["max_seq_length"]),
+            int(manifest["max_predictions_per_seq"]),
+            manifest.get("masking", STATIC),
+            manifest.get("input_mode", SENTENCE_PAIRS),
+        )
 
 
 @dataclass(frozen=True)
@@ -276,9 +300,19 @@ def infer_sizes(shard: str) -> RecordSizes:
         frames = Frames(stream, shard)
         for _, _, data in frames:
             features = decode_example(data)
+            if "input_ids" in features and "word_starts" in features:
+                raise ShardPathError(
+                    f"{shard}: unmasked records (masking=dynamic) are read with their "
+                    "manifest.json, which is missing"
+                )
             if "input_ids" not in features or "masked_lm_positions" not in features:
                 raise ShardPathError(f"{shard}: the first record is not a BERT pretraining record")
-            return RecordSizes(len(features["input_ids"]), len(features["masked_lm_positions"]))
+            return RecordSizes(
+                len(features["input_ids"]),
+                len(features["masked_lm_positions"]),
+                STATIC,
+                SENTENCE_PAIRS if "next_sentence_labels" in features else "full-sentences",
+            )
         if frames.problem:
             raise ShardPathError(str(frames.problem))
     raise ShardPathError(f"{shard} holds no records to infer sizes from")
@@ -290,9 +324,9 @@ def spec_problems(data: bytes, sizes: RecordSizes) -> list[str]:
         features = decode_example(data)
     except ValueError as e:
         return [f"not a tf.train.Example: {e}"]
-    lengths = feature_lengths(sizes.max_seq_length, sizes.max_predictions_per_seq)
+    lengths = sizes.lengths()
     problems = []
-    for f in FEATURES:
+    for f in sizes.features:
         values = features.get(f.name)
         if values is None:
             problems.append(f"feature {f.name} missing")
@@ -316,12 +350,12 @@ class BatchParser:
         tf = import_tensorflow()
         self._tf = tf
         self.sizes = sizes
-        lengths = feature_lengths(sizes.max_seq_length, sizes.max_predictions_per_seq)
+        lengths = sizes.lengths()
         self._spec = {
             f.name: tf.io.FixedLenFeature(
                 [lengths[f.name]], tf.int64 if f.dtype == "int64" else tf.float32
             )
-            for f in FEATURES
+            for f in sizes.features
         }
 
     def parse(self, records: list[bytes]) -> dict[str, np.ndarray] | None:

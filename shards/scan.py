@@ -11,8 +11,11 @@ from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from shards.reader import BatchParser, Frames, ReadProblem, RecordSizes, open_shard, spec_problems
-from transforms.record_checks import SpecialIds, Violation, check_batch
+from transforms.kind_checks import check_kind_batch
+from transforms.record_checks import SpecialIds, Violation
 from transforms.record_stats import ShardSetStats, StatsIds
 
 BATCH = 2048
@@ -27,6 +30,38 @@ class ScanRequest:
     stats_ids: StatsIds | None = None
     limit_records: int | None = None
     max_violations: int = 50
+    is_continuation: np.ndarray | None = None
+    """The vocabulary's ``##`` table: unmasked records' ``word_starts`` are checked against it."""
+
+
+def check_batch(batch: dict, ids: SpecialIds, shard: str, first: int, request: ScanRequest):
+    """The rule checks of the request's record kind (``transforms.kind_checks``)."""
+    return check_kind_batch(
+        batch,
+        ids,
+        shard,
+        first,
+        request.sizes.masking,
+        request.sizes.input_mode,
+        is_continuation=request.is_continuation,
+    )
+
+
+def for_statistics(batch: dict, sizes: RecordSizes) -> dict:
+    """A batch of any kind in the static pairs' layout the statistics read: no prediction slots
+    for unmasked records (their masks are drawn at training), NSP label 0 where there is none
+    (the report then leaves the NSP figures out)."""
+    n = len(batch["input_ids"])
+    out = dict(batch)
+    p = sizes.max_predictions_per_seq
+    for name, dtype in (
+        ("masked_lm_positions", np.int64),
+        ("masked_lm_ids", np.int64),
+        ("masked_lm_weights", np.float32),
+    ):
+        out.setdefault(name, np.zeros((n, p), dtype))
+    out.setdefault("next_sentence_labels", np.zeros((n, 1), np.int64))
+    return out
 
 
 @dataclass
@@ -74,16 +109,16 @@ def scan_shard(shard: str, request: ScanRequest) -> ShardScan:
             if batch is not None and request.check_ids is not None:
                 for row, index in enumerate(good_index):
                     single = {k: v[row : row + 1] for k, v in batch.items()}
-                    for v in check_batch(single, request.check_ids, shard, index):
+                    for v in check_batch(single, request.check_ids, shard, index, request):
                         _add(result, request, v)
             if batch is not None and result.stats is not None:
-                result.stats.update(batch, shard)
+                result.stats.update(for_statistics(batch, request.sizes), shard)
         else:
             if request.check_ids is not None:
-                for v in check_batch(batch, request.check_ids, shard, first):
+                for v in check_batch(batch, request.check_ids, shard, first, request):
                     _add(result, request, v)
             if result.stats is not None:
-                result.stats.update(batch, shard)
+                result.stats.update(for_statistics(batch, request.sizes), shard)
         first += len(pending)
         pending.clear()
 

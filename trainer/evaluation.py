@@ -103,6 +103,7 @@ def evaluate_shards(
             training=False,
             input_context=ctx,
             drop_remainder=place.platform == "tpu",
+            masking_seed=0,
         )
 
     return evaluate(model, place.strategy, dataset_fn, max_batches)
@@ -144,8 +145,10 @@ def evaluate_run(
         raise ConfigMismatchError(str(e)) from e
     with place.strategy.scope():
         recipe = get_recipe(recorded_recipe(record) if record else config.recipe)
+        # NSP is evaluated when both the checkpoint's model and the shards have it.
+        nsp = info.nsp and (record.get("next_sentence_prediction", True) if record else True)
         model = build_pretraining_model(
-            model_config, place.dtype_policy, recipe.head_activation
+            model_config, place.dtype_policy, recipe.head_activation, nsp=nsp
         ).model
     restore_model(model, prefix)
     result = evaluate_shards(model, place, info, config.batch_size, config.eval_batches)

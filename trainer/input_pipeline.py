@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 import tensorflow as tf
 
 from shards.reader import RecordSizes, ShardPathError, expand_shard_paths, spec_problems
+from trainer.dynamic_masking import DynamicMasking, mask_batch
 from trainer.model_presets import ModelConfig
 from transforms.example_encoding import decode_example
-from transforms.features import FEATURES, feature_lengths
+from transforms.features import DYNAMIC, SENTENCE_PAIRS, STATIC, has_nsp
 
 MANIFEST = "manifest.json"
 GZIP_MAGIC = b"\x1f\x8b"
@@ -57,10 +58,28 @@ class ShardInfo:
     vocab_sha256: str | None = None
     do_lower_case: bool | None = None
     notes: tuple[str, ...] = field(default=())
+    masking: str = STATIC
+    """``static`` (masks in the records) or ``dynamic`` (masked here, in ``tf.data``)."""
+    input_mode: str = SENTENCE_PAIRS
+    dynamic_masking: dict | None = None
+    """The manifest's ``dynamic_masking`` section (rates, cap, special ids, replacement pool)."""
 
     @property
     def sizes(self) -> RecordSizes:
-        return RecordSizes(self.max_seq_length, self.max_predictions_per_seq)
+        return RecordSizes(
+            self.max_seq_length, self.max_predictions_per_seq, self.masking, self.input_mode
+        )
+
+    @property
+    def nsp(self) -> bool:
+        """Whether the records carry NSP labels (the model then has an NSP head and loss)."""
+        return has_nsp(self.input_mode)
+
+    def masker(self, seed: int) -> DynamicMasking:
+        """The dynamic masking of these shards with the trainer's ``seed``."""
+        if self.dynamic_masking is None:
+            raise ShardConfigError("static shards carry their masks: nothing to mask")
+        return DynamicMasking.from_manifest(self.dynamic_masking, seed)
 
 
 class TfFileSystem:
@@ -144,8 +163,14 @@ def resolve_shards(patterns: list[str] | tuple[str, ...]) -> ShardInfo:
         first = decode_example(probe)
     except ValueError as e:
         raise ShardConfigError(f"{probe_path}: the first record is not a tf.train.Example") from e
-    if "input_ids" not in first or "masked_lm_positions" not in first:
+    unmasked = "word_starts" in first and "masked_lm_positions" not in first
+    if "input_ids" not in first or ("masked_lm_positions" not in first and not unmasked):
         raise ShardConfigError(f"{probe_path}: the first record is not a BERT pretraining record")
+    if unmasked and not manifests:
+        raise ShardConfigError(
+            f"{probe_path}: unmasked records (masking=dynamic) need the manifest.json written "
+            "beside them (it says how to mask them)"
+        )
 
     sources_seq: dict[str, int | None] = {}
     sources_pred: dict[str, int | None] = {}
@@ -153,7 +178,12 @@ def resolve_shards(patterns: list[str] | tuple[str, ...]) -> ShardInfo:
     vocab_hashes: set[str] = set()
     records = 0
     vocab_path, lower = None, None
+    kinds: dict[str, tuple[str, str]] = {}
+    masking_specs: list[dict] = []
     for path, m in manifests.items():
+        kinds[path] = (m.get("masking", STATIC), m.get("input_mode", SENTENCE_PAIRS))
+        if m.get("dynamic_masking"):
+            masking_specs.append(m["dynamic_masking"])
         vocab_path = vocab_path or (m.get("vocab") or {}).get("path")
         lower = (m.get("config") or {}).get("do_lower_case", lower)
         sources_seq[path] = m.get("max_seq_length")
@@ -164,14 +194,39 @@ def resolve_shards(patterns: list[str] | tuple[str, ...]) -> ShardInfo:
             vocab_hashes.add(vocab["sha256"])
         listed = {s["file"]: s.get("records", 0) for s in m.get("shards", [])}
         records += sum(listed.get(f.rsplit("/", 1)[-1], 0) for f in files)
+    if len(set(kinds.values())) > 1:
+        said = ", ".join(f"{path} says {m}/{mode}" for path, (m, mode) in kinds.items())
+        raise ShardConfigError(f"the shards are of different kinds (masking/input_mode): {said}")
+    masking, input_mode = next(iter(kinds.values()), (STATIC, SENTENCE_PAIRS))
+    if not manifests and "next_sentence_labels" not in first:
+        input_mode = "full-sentences"  # no NSP labels; the packing is not known
+    if (masking == DYNAMIC) != unmasked:
+        raise ShardConfigError(
+            f"{probe_path}: the manifest says masking={masking} but the first record is "
+            f"{'unmasked' if unmasked else 'masked'}"
+        )
+    if masking == DYNAMIC and len({json.dumps(m, sort_keys=True) for m in masking_specs}) != 1:
+        raise ShardConfigError(
+            "unmasked shards need one dynamic_masking section in their manifests "
+            f"(found {len({json.dumps(m, sort_keys=True) for m in masking_specs})} different)"
+        )
+    if has_nsp(input_mode) != ("next_sentence_labels" in first):
+        raise ShardConfigError(
+            f"{probe_path}: input_mode={input_mode} "
+            f"{'needs' if has_nsp(input_mode) else 'has no'} next_sentence_labels, but the first "
+            f"record {'lacks them' if has_nsp(input_mode) else 'has them'}"
+        )
     sources_seq[f"the first record of {probe_path}"] = len(first["input_ids"])
-    sources_pred[f"the first record of {probe_path}"] = len(first["masked_lm_positions"])
+    if not unmasked:
+        sources_pred[f"the first record of {probe_path}"] = len(first["masked_lm_positions"])
     max_seq_length = _agree("max_seq_length", sources_seq)
     max_predictions = _agree("max_predictions_per_seq", sources_pred)
     if len(vocab_hashes) > 1:
         raise ShardConfigError("the shards were made with different vocabularies (manifests)")
     shard_vocab = _agree("vocab size", vocab_sizes)
-    problems = spec_problems(probe, RecordSizes(max_seq_length, max_predictions))
+    problems = spec_problems(
+        probe, RecordSizes(max_seq_length, max_predictions, masking, input_mode)
+    )
     if problems:
         raise ShardConfigError(f"{probe_path}: first record: {'; '.join(problems)}")
     if not manifests:
@@ -179,7 +234,7 @@ def resolve_shards(patterns: list[str] | tuple[str, ...]) -> ShardInfo:
             f"no manifest.json: sizes from the first record (max_seq_length={max_seq_length}, "
             f"max_predictions_per_seq={max_predictions})"
         )
-    max_id = int(max(max(first["input_ids"]), max(first["masked_lm_ids"])))
+    max_id = int(max(max(first["input_ids"]), max(first.get("masked_lm_ids", [0]))))
     return ShardInfo(
         files=tuple(files),
         compressions=tuple(compressions),
@@ -193,6 +248,9 @@ def resolve_shards(patterns: list[str] | tuple[str, ...]) -> ShardInfo:
         vocab_sha256=next(iter(vocab_hashes), None),
         do_lower_case=lower,
         notes=tuple(notes),
+        masking=masking,
+        input_mode=input_mode,
+        dynamic_masking=masking_specs[0] if masking == DYNAMIC else None,
     )
 
 
@@ -246,13 +304,14 @@ def check_fits(info: ShardInfo, spec: DataSpec, model: ModelConfig) -> None:
 
 
 def parse_batch(serialized: tf.Tensor, sizes: RecordSizes) -> dict[str, tf.Tensor]:
-    """A batch of serialized records → fixed-shape tensors (int64 features become int32)."""
-    lengths = feature_lengths(sizes.max_seq_length, sizes.max_predictions_per_seq)
+    """A batch of serialized records → fixed-shape tensors (int64 features become int32), with
+    the features of the records' kind (``sizes.features``)."""
+    lengths = sizes.lengths()
     spec = {
         f.name: tf.io.FixedLenFeature(
             [lengths[f.name]], tf.int64 if f.dtype == "int64" else tf.float32
         )
-        for f in FEATURES
+        for f in sizes.features
     }
     parsed = tf.io.parse_example(serialized, spec)
     return {k: tf.cast(v, tf.int32) if v.dtype == tf.int64 else v for k, v in parsed.items()}
@@ -269,12 +328,20 @@ def make_dataset(
     cycle_length: int = 16,
     deterministic: bool | None = None,
     drop_remainder: bool | None = None,
+    masking_seed: int = 0,
+    start_step: int = 0,
 ) -> tf.data.Dataset:
     """Batches of the feature contract's tensors (see the module docstring).
 
     ``batch_size`` is per input pipeline (a replica's share under a strategy). Training: files
     shuffled and repeated forever, records shuffled, remainder dropped. Evaluation: one ordered
     pass, the last partial batch kept unless ``drop_remainder``.
+
+    Unmasked shards (``info.masking == "dynamic"``) are masked after parsing
+    (``trainer.dynamic_masking``) with ``masking_seed``; the batch drawn for training step ``s``
+    (counted from ``start_step``, the step this dataset starts at) is masked with ``s``, so the
+    masks of an example depend on (seed, step, example) only. Under a strategy with several
+    replicas per input pipeline each replica takes one batch per step.
     """
     files = tf.data.Dataset.from_tensor_slices((list(info.files), list(info.compressions)))
     n_files = len(info.files)
@@ -308,6 +375,18 @@ def make_dataset(
         num_parallel_calls=tf.data.AUTOTUNE,
         deterministic=deterministic,
     )
+    if info.masking == DYNAMIC:
+        masker = info.masker(masking_seed)
+        per_step = 1
+        if input_context is not None:
+            per_step = max(
+                1, input_context.num_replicas_in_sync // max(1, input_context.num_input_pipelines)
+            )
+        batches = batches.enumerate(start=start_step * per_step).map(
+            lambda i, b: mask_batch(b, i // per_step, masker),
+            num_parallel_calls=tf.data.AUTOTUNE,
+            deterministic=deterministic,
+        )
     return batches.prefetch(tf.data.AUTOTUNE)
 
 

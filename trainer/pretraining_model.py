@@ -53,9 +53,15 @@ def head_activation_fn(name: str):
 
 
 def build_pretraining_model(
-    config: ModelConfig, dtype: str | None = None, head_activation: str = "gelu"
+    config: ModelConfig,
+    dtype: str | None = None,
+    head_activation: str = "gelu",
+    nsp: bool = True,
 ) -> PretrainingModel:
-    """A freshly initialized BERT encoder with tied MLM head and NSP head.
+    """A freshly initialized BERT encoder with tied MLM head and (``nsp``) NSP head.
+
+    Without ``nsp`` (inputs of the full-sentences and doc-sentences modes) the model has no NSP
+    head and outputs ``mlm_logits`` only.
 
     ``dtype`` is a Keras dtype policy name (``"mixed_bfloat16"``, ``"mixed_float16"`` or None for
     float32); variables stay float32 under the mixed policies. ``head_activation`` is the MLM head
@@ -72,9 +78,6 @@ def build_pretraining_model(
         dtype=backbone.dtype_policy,
         name="mlm_head",
     )
-    nsp_head = keras.layers.Dense(
-        2, kernel_initializer=_initializer(), dtype=backbone.dtype_policy, name="nsp_head"
-    )
     inputs = {
         "token_ids": keras.Input(shape=(None,), dtype="int32", name="token_ids"),
         "segment_ids": keras.Input(shape=(None,), dtype="int32", name="segment_ids"),
@@ -82,10 +85,12 @@ def build_pretraining_model(
         "mask_positions": keras.Input(shape=(None,), dtype="int32", name="mask_positions"),
     }
     encoded = backbone({k: inputs[k] for k in ("token_ids", "segment_ids", "padding_mask")})
-    outputs = {
-        "mlm_logits": mlm_head(encoded["sequence_output"], inputs["mask_positions"]),
-        "nsp_logits": nsp_head(encoded["pooled_output"]),
-    }
+    outputs = {"mlm_logits": mlm_head(encoded["sequence_output"], inputs["mask_positions"])}
+    if nsp:
+        nsp_head = keras.layers.Dense(
+            2, kernel_initializer=_initializer(), dtype=backbone.dtype_policy, name="nsp_head"
+        )
+        outputs["nsp_logits"] = nsp_head(encoded["pooled_output"])
     model = keras.Model(inputs=inputs, outputs=outputs, name="bert_pretraining")
     return PretrainingModel(model=model, backbone=backbone)
 
@@ -114,16 +119,26 @@ def loss_sums(outputs: dict, batch: dict) -> dict[str, tf.Tensor]:
     """Weighted sums for one batch (float32 scalars, see ``SUM_KEYS``).
 
     Masked LM: cross-entropy and hits at each prediction slot weighted by ``masked_lm_weights``
-    (padding slots weigh 0). NSP: cross-entropy and hits per example.
+    (padding slots weigh 0). NSP: cross-entropy and hits per example; 0 when the model has no NSP
+    head (``outputs`` without ``nsp_logits``), so the objective is the MLM loss alone.
     """
     mlm_logits = tf.cast(outputs["mlm_logits"], tf.float32)
-    nsp_logits = tf.cast(outputs["nsp_logits"], tf.float32)
     ids = tf.cast(batch["masked_lm_ids"], tf.int32)
     weights = tf.cast(batch["masked_lm_weights"], tf.float32)
-    labels = tf.reshape(tf.cast(batch["next_sentence_labels"], tf.int32), [-1])
-
     mlm_nll = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=ids, logits=mlm_logits)
     mlm_hit = tf.cast(tf.equal(tf.argmax(mlm_logits, -1, output_type=tf.int32), ids), tf.float32)
+    if "nsp_logits" not in outputs:
+        zero = tf.constant(0.0)
+        return {
+            "mlm_loss_sum": tf.reduce_sum(mlm_nll * weights),
+            "mlm_correct": tf.reduce_sum(mlm_hit * weights),
+            "mlm_weight": tf.reduce_sum(weights),
+            "nsp_loss_sum": zero,
+            "nsp_correct": zero,
+            "examples": tf.cast(tf.shape(ids)[0], tf.float32),
+        }
+    nsp_logits = tf.cast(outputs["nsp_logits"], tf.float32)
+    labels = tf.reshape(tf.cast(batch["next_sentence_labels"], tf.int32), [-1])
     nsp_nll = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=nsp_logits)
     nsp_hit = tf.cast(tf.equal(tf.argmax(nsp_logits, -1, output_type=tf.int32), labels), tf.float32)
     return {

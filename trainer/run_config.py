@@ -167,6 +167,9 @@ def write_record(config: TrainConfig, model: ModelConfig, info: ShardInfo, extra
         "format": RECORD_FORMAT,
         "max_seq_length": info.max_seq_length,
         "max_predictions_per_seq": info.max_predictions_per_seq,
+        "masking": info.masking,
+        "input_mode": info.input_mode,
+        "next_sentence_prediction": info.nsp,
         "vocab_size": model.vocabulary_size,
         "model_name": config.model,
         "model": model.to_dict(),
@@ -215,6 +218,14 @@ def resume_conflicts(
         problems.append(
             "the output directory holds a run of another model: "
             + ", ".join(f"{k} was {a}, now {b}" for k, (a, b) in diff.items())
+        )
+    recorded_nsp = record.get("next_sentence_prediction")
+    if recorded_nsp is not None and recorded_nsp != info.nsp:
+        problems.append(
+            f"the output directory's run {'had' if recorded_nsp else 'had no'} an NSP head "
+            f"(input_mode={record.get('input_mode')}), these shards are {info.input_mode} "
+            f"({'with' if info.nsp else 'without'} next_sentence_labels); start in a new --out "
+            "with --init-checkpoint"
         )
     for key in ("max_seq_length", "max_predictions_per_seq"):
         if record.get(key) not in (None, getattr(info, key)):

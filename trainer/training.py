@@ -122,6 +122,12 @@ def prepare(config: TrainConfig) -> Prepared:
     if config.eval_data:
         eval_info = resolve_shards(config.eval_data)
         check_fits(eval_info, DataSpec(), model)
+        if eval_info.nsp != info.nsp:
+            raise ConfigMismatchError(
+                f"the training shards are {info.input_mode} "
+                f"({'with' if info.nsp else 'without'} NSP) but the eval shards are "
+                f"{eval_info.input_mode}: the model's NSP head would not match"
+            )
         notes += [f"eval data: {n}" for n in eval_info.notes]
     record = read_record(config.out)
     if record is not None and tf.train.latest_checkpoint(checkpoint_dir(config.out)):
@@ -225,7 +231,11 @@ def make_train_loop(
         sums, grads = forward_backward(batch, mlm_total, examples_total)
         # Dense gradients (the segment embedding's is IndexedSlices): what TPUs all-reduce, and
         # the tied token embedding's is dense anyway.
-        grads = [tf.convert_to_tensor(g) for g in grads]
+        # Without an NSP head the pooler gets no gradient: zeros (Adam then leaves it unchanged).
+        grads = [
+            tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
+            for g, v in zip(grads, variables, strict=True)
+        ]
         if replicas > 1:
             grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads)
         scale = tf.cast(loss_scaler.dynamic_scale, tf.float32) if loss_scaler is not None else 1.0
@@ -307,7 +317,10 @@ def train(config: TrainConfig, where: Placement | None = None, log: Log = _stder
         )
     with strategy.scope():
         built = build_pretraining_model(
-            prep.model, place.dtype_policy, get_recipe(config.recipe).head_activation
+            prep.model,
+            place.dtype_policy,
+            get_recipe(config.recipe).head_activation,
+            nsp=prep.info.nsp,
         )
         model = built.model
         optimizer, schedule = build_optimizer(config.optimizer_config(), model)
@@ -398,6 +411,8 @@ def _run_steps(
             shuffle_buffer=config.shuffle_buffer,
             seed=config.seed + start,
             deterministic=config.deterministic,
+            masking_seed=config.seed,
+            start_step=start,
         )
         return in_memory(dataset) if config.synthetic else dataset
 

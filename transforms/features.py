@@ -49,3 +49,68 @@ RANDOM_NEXT = 1
 def feature_lengths(max_seq_length: int, max_predictions_per_seq: int) -> dict[str, int]:
     """Name → fixed length for the given record sizes."""
     return {f.name: f.length(max_seq_length, max_predictions_per_seq) for f in FEATURES}
+
+
+# --- Instance kinds: how records are masked and what their inputs are ---------------------------
+
+STATIC, DYNAMIC = "static", "dynamic"
+MASKINGS: tuple[str, ...] = (STATIC, DYNAMIC)
+"""``static``: 80/10/10 masks precomputed in the record (the table above). ``dynamic``: unmasked
+records (``UNMASKED_FEATURES``); the trainer draws the masks in ``tf.data``."""
+
+SENTENCE_PAIRS, FULL_SENTENCES, DOC_SENTENCES = "sentence-pairs", "full-sentences", "doc-sentences"
+INPUT_MODES: tuple[str, ...] = (SENTENCE_PAIRS, FULL_SENTENCES, DOC_SENTENCES)
+"""``sentence-pairs``: BERT's ``[CLS] A [SEP] B [SEP]`` with an NSP label. ``full-sentences``:
+contiguous sentences packed up to the length, crossing documents with a ``[SEP]`` between them,
+no NSP. ``doc-sentences``: the same within one document (RoBERTa, Table 2)."""
+
+WORD_STARTS = FeatureSpec("word_starts", "int64", "max_seq_length")
+"""1 at the first piece of each maskable word (not [CLS], [SEP] or padding; a ``##`` piece
+continues the word before it), else 0: what whole-word masking needs at training time."""
+
+UNMASKED_FEATURES: tuple[FeatureSpec, ...] = (
+    FeatureSpec("input_ids", "int64", "max_seq_length"),
+    FeatureSpec("input_mask", "int64", "max_seq_length"),
+    FeatureSpec("segment_ids", "int64", "max_seq_length"),
+    WORD_STARTS,
+    FeatureSpec("next_sentence_labels", "int64", "one"),
+)
+"""The record of ``masking=dynamic``: no masks, no prediction slots."""
+
+MASKED_LM_FEATURES = ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights")
+
+
+def has_nsp(input_mode: str) -> bool:
+    """Whether records of ``input_mode`` carry ``next_sentence_labels`` (sentence pairs only)."""
+    return input_mode == SENTENCE_PAIRS
+
+
+def check_kind(masking: str, input_mode: str) -> None:
+    """Raises ValueError when either is not a known value."""
+    if masking not in MASKINGS:
+        raise ValueError(f"masking must be one of {', '.join(MASKINGS)}, got {masking!r}")
+    if input_mode not in INPUT_MODES:
+        raise ValueError(f"input_mode must be one of {', '.join(INPUT_MODES)}, got {input_mode!r}")
+
+
+def features_of(masking: str = STATIC, input_mode: str = SENTENCE_PAIRS) -> tuple[FeatureSpec, ...]:
+    """The features of a record of this kind: ``FEATURES`` or ``UNMASKED_FEATURES``, without
+    ``next_sentence_labels`` when the mode has no NSP. (static, sentence-pairs) is ``FEATURES``."""
+    check_kind(masking, input_mode)
+    base = FEATURES if masking == STATIC else UNMASKED_FEATURES
+    if has_nsp(input_mode):
+        return base
+    return tuple(f for f in base if f.name != "next_sentence_labels")
+
+
+def kind_lengths(
+    max_seq_length: int,
+    max_predictions_per_seq: int,
+    masking: str = STATIC,
+    input_mode: str = SENTENCE_PAIRS,
+) -> dict[str, int]:
+    """Name → fixed length of every feature of a record of this kind."""
+    return {
+        f.name: f.length(max_seq_length, max_predictions_per_seq)
+        for f in features_of(masking, input_mode)
+    }

@@ -15,18 +15,30 @@ from dataclasses import dataclass
 import numpy as np
 
 from transforms.example_encoding import encode_examples
+from transforms.features import (
+    DOC_SENTENCES,
+    DYNAMIC,
+    SENTENCE_PAIRS,
+    STATIC,
+    check_kind,
+    has_nsp,
+)
 from transforms.instances import (
     BucketLayout,
     Document,
+    PackConfig,
     PackedPairs,
     PairConfig,
     PairSpan,
     SentencePair,
+    Window,
+    create_packed_rows,
     create_pair_spans,
     pack_pairs,
+    pack_rows,
     pack_spans,
 )
-from transforms.masking import KEPT, MASKED, RANDOM, MaskingConfig, mask_rows
+from transforms.masking import KEPT, MASKED, RANDOM, MaskingConfig, mask_rows, word_starts
 from transforms.seeding import numpy_rng, python_rng
 
 
@@ -39,8 +51,13 @@ class InstanceSettings:
     dupe_factor: int = 10
     seed: int = 12345
     batch_size: int = 2048
+    masking_kind: str = STATIC
+    """``static`` (masks in the record) or ``dynamic`` (unmasked records, masked by the trainer)."""
+    input_mode: str = SENTENCE_PAIRS
+    """``sentence-pairs``, ``full-sentences`` or ``doc-sentences`` (``transforms.features``)."""
 
     def __post_init__(self) -> None:
+        check_kind(self.masking_kind, self.input_mode)
         if self.dupe_factor < 1:
             raise ValueError(f"dupe_factor must be at least 1, got {self.dupe_factor}")
         if self.masking.max_predictions_per_seq > self.pairs.max_seq_length:
@@ -100,6 +117,8 @@ def encode_packed(
         rng=rng,
     )
     input_mask = (np.arange(seq_len)[None, :] < packed.lengths[:, None]).astype(np.int8)
+    if settings.masking_kind == DYNAMIC:
+        return _encode_unmasked(packed, input_mask, settings, tables, stats)
     stats["instances"] += len(packed)
     stats["instance_tokens"] += int(packed.lengths.sum())
     stats["masked_lm_predictions"] += int(masked.counts.sum())
@@ -107,17 +126,50 @@ def encode_packed(
     stats["masked_lm_kept"] += int((masked.decisions == KEPT).sum())
     stats["masked_lm_random"] += int((masked.decisions == RANDOM).sum())
     stats["padding_tokens"] += int(len(packed) * seq_len - packed.lengths.sum())
-    return encode_examples(
-        {
-            "input_ids": masked.input_ids,
-            "input_mask": input_mask,
-            "segment_ids": packed.segment_ids,
-            "masked_lm_positions": masked.positions,
-            "masked_lm_ids": masked.label_ids,
-            "next_sentence_labels": packed.next_sentence_labels[:, None],
-        },
-        {"masked_lm_weights": masked.weights},
+    ints = {
+        "input_ids": masked.input_ids,
+        "input_mask": input_mask,
+        "segment_ids": packed.segment_ids,
+        "masked_lm_positions": masked.positions,
+        "masked_lm_ids": masked.label_ids,
+    }
+    if has_nsp(settings.input_mode):
+        ints["next_sentence_labels"] = packed.next_sentence_labels[:, None]
+    return encode_examples(ints, {"masked_lm_weights": masked.weights})
+
+
+def _encode_unmasked(
+    packed: PackedPairs,
+    input_mask: np.ndarray,
+    settings: InstanceSettings,
+    tables: TokenTables,
+    stats: Counter[str],
+) -> list[bytes]:
+    """Serializes packed rows unmasked (``transforms.features.UNMASKED_FEATURES``), with the
+    word-start flags whole-word masking needs. ``stats`` gains ``expected_masked_lm_predictions``:
+    the token-level budget ``min(P, max(1, round(n * masked_lm_prob)))`` summed over the rows."""
+    seq_len = settings.pairs.max_seq_length
+    ids = packed.input_ids
+    candidate = (input_mask > 0) & (ids != tables.cls_id) & (ids != tables.sep_id)
+    starts = word_starts(ids, candidate, tables.is_continuation).astype(np.int8)
+    cfg = settings.masking
+    budget = np.minimum(
+        cfg.max_predictions_per_seq,
+        np.maximum(1, np.round(packed.lengths.astype(np.float64) * cfg.masked_lm_prob)),
     )
+    stats["instances"] += len(packed)
+    stats["instance_tokens"] += int(packed.lengths.sum())
+    stats["expected_masked_lm_predictions"] += int(budget.sum())
+    stats["padding_tokens"] += int(len(packed) * seq_len - packed.lengths.sum())
+    ints = {
+        "input_ids": ids,
+        "input_mask": input_mask,
+        "segment_ids": packed.segment_ids,
+        "word_starts": starts,
+    }
+    if has_nsp(settings.input_mode):
+        ints["next_sentence_labels"] = packed.next_sentence_labels[:, None]
+    return encode_examples(ints, {})
 
 
 def record_batches(
@@ -153,7 +205,29 @@ def record_batches(
         keys = order_rng.integers(0, 2**63 - 1, size=len(records), dtype=np.int64).tolist()
         return RecordBatch(bucket, records, keys)
 
+    def encode_rows(rows: list[list[Window]]) -> RecordBatch:
+        packed = pack_rows(
+            layout.tokens, rows, tables.cls_id, tables.sep_id, settings.pairs.max_seq_length
+        )
+        records = encode_packed(packed, settings, tables, mask_rng, stats)
+        keys = order_rng.integers(0, 2**63 - 1, size=len(records), dtype=np.int64).tolist()
+        return RecordBatch(bucket, records, keys)
+
     size = settings.batch_size
+    if settings.input_mode != SENTENCE_PAIRS:
+        pack = PackConfig(
+            settings.pairs.max_seq_length, cross_documents=settings.input_mode != DOC_SENTENCES
+        )
+        rows: list[list[Window]] = []
+        for row in create_packed_rows(layout, pack, stats):
+            rows.append(row)
+            if len(rows) >= size:
+                yield encode_rows(rows)
+                rows = []
+        if rows:
+            yield encode_rows(rows)
+        return
+
     pending: list[PairSpan] = []
     for index in range(len(layout)):
         pending.extend(create_pair_spans(layout, index, settings.pairs, pair_rng, stats))

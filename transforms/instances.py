@@ -352,3 +352,115 @@ def pack_pairs(
     return pack_spans(
         np.asarray(flat, dtype=np.int32), np.asarray(spans), cls_id, sep_id, max_seq_length
     )
+
+
+# --- Packed inputs without NSP (RoBERTa's FULL-SENTENCES and DOC-SENTENCES) --------------------
+
+Window = tuple[int, int, int]
+"""(start, length, document index): a run of contiguous tokens of one document in the flat array."""
+
+
+@dataclass(frozen=True)
+class PackConfig:
+    """Packing of contiguous sentences into ``[CLS] ... [SEP]`` rows of at most ``max_seq_length``.
+
+    ``cross_documents``: a row goes on into the next document, a ``[SEP]`` between the two
+    (full-sentences); otherwise a row ends with its document (doc-sentences).
+    """
+
+    max_seq_length: int = 128
+    cross_documents: bool = True
+
+    def __post_init__(self) -> None:
+        if self.max_seq_length < 3:
+            raise ValueError(
+                f"max_seq_length must be at least 3 ([CLS] a [SEP]), got {self.max_seq_length}"
+            )
+
+    @property
+    def max_num_tokens(self) -> int:
+        """Tokens available to the text (and document separators): minus [CLS] and the last [SEP]."""
+        return self.max_seq_length - 2
+
+
+def create_packed_rows(
+    layout: BucketLayout, cfg: PackConfig, stats: Counter[str]
+) -> Iterator[list[Window]]:
+    """Yields the rows of the bucket's documents, in order, each as its windows of tokens.
+
+    Sentences are taken whole, in order, while they fit; the next one starts a new row. A sentence
+    longer than a whole row is split over rows (no token is lost). With ``cross_documents`` a row
+    continues into the next document, the separator costing one token; otherwise every document
+    starts a new row. Deterministic (no random choice). ``stats`` gains ``packed_rows``,
+    ``document_separators`` and ``split_long_sentences``.
+    """
+    budget = cfg.max_num_tokens
+    row: list[Window] = []
+    used = 0
+
+    def flush() -> list[Window]:
+        nonlocal row, used
+        out, row, used = row, [], 0
+        stats["packed_rows"] += 1
+        stats["document_separators"] += sum(
+            1 for a, b in zip(out, out[1:], strict=False) if a[2] != b[2]
+        )
+        return out
+
+    for d in range(len(layout)):
+        if row and not cfg.cross_documents:
+            yield flush()
+        for start, length in zip(layout.starts[d], layout.lengths[d], strict=True):
+            separator = 1 if row and row[-1][2] != d else 0
+            if row and used + separator + length > budget:
+                yield flush()
+                separator = 0
+            if length > budget:
+                stats["split_long_sentences"] += 1
+            while length > 0:
+                take = min(length, budget - used - separator)
+                if row and row[-1][2] == d and row[-1][0] + row[-1][1] == start:
+                    s, n, _ = row[-1]
+                    row[-1] = (s, n + take, d)
+                else:
+                    row.append((start, take, d))
+                used += separator + take
+                separator = 0
+                start += take
+                length -= take
+                if length > 0:
+                    yield flush()
+    if row:
+        yield flush()
+
+
+def pack_rows(
+    tokens: np.ndarray,
+    rows: Sequence[Sequence[Window]],
+    cls_id: int,
+    sep_id: int,
+    max_seq_length: int,
+) -> PackedPairs:
+    """Lays packed rows out as ``[CLS] text [SEP] text ... [SEP]``, one ``[SEP]`` between
+    documents, zero-padded; segment ids and NSP labels are all 0 (one segment, no NSP)."""
+    n = len(rows)
+    input_ids = np.zeros((n, max_seq_length), dtype=np.int32)
+    lengths = np.zeros(n, dtype=np.int32)
+    for r, windows in enumerate(rows):
+        parts = [np.asarray([cls_id], dtype=np.int32)]
+        for k, (start, length, doc) in enumerate(windows):
+            if k and windows[k - 1][2] != doc:
+                parts.append(np.asarray([sep_id], dtype=np.int32))
+            parts.append(tokens[start : start + length].astype(np.int32, copy=False))
+        parts.append(np.asarray([sep_id], dtype=np.int32))
+        row = np.concatenate(parts)
+        if len(row) > max_seq_length:
+            raise ValueError(f"row of {len(row)} tokens exceeds max_seq_length {max_seq_length}")
+        input_ids[r, : len(row)] = row
+        lengths[r] = len(row)
+    return PackedPairs(
+        input_ids,
+        np.zeros((n, max_seq_length), dtype=np.int8),
+        lengths,
+        np.zeros(n, dtype=np.int8),
+    )

@@ -337,3 +337,28 @@ class ShardSetStats:
             "segment_b_length": _distribution(self.segment_b_histogram),
             "malformed_records": self.malformed_records,
         }
+
+
+def dynamic_mask_expectation(
+    length_histogram: np.ndarray, masked_lm_prob: float, max_predictions_per_seq: int
+) -> dict:
+    """What the trainer's dynamic masking draws for records with these lengths
+    (``length_histogram[n]`` records of ``n`` real tokens): per record
+    ``min(P, max(1, round(n * masked_lm_prob)))`` predictions (exact for token-level masking, an
+    upper bound with whole-word masking), the share of real tokens predicted, and how many
+    records the cap ``P`` holds below the asked rate."""
+    hist = np.asarray(length_histogram, dtype=np.int64)
+    n = np.arange(len(hist))
+    want = np.maximum(1, np.round(n * masked_lm_prob)).astype(np.int64)
+    budget = np.minimum(max_predictions_per_seq, want)
+    records = int(hist.sum())
+    predictions = int(np.dot(budget, hist))
+    tokens = int(np.dot(n, hist))
+    capped = int(hist[want > max_predictions_per_seq].sum())
+    return {
+        "expected_predictions_per_instance": round(predictions / records, 4) if records else None,
+        "expected_predicted_share": round(predictions / tokens, 6) if tokens else None,
+        "expected_predictions": predictions,
+        "capped_records": capped,
+        "capped_share": round(capped / records, 6) if records else None,
+    }

@@ -37,9 +37,9 @@ def describe_record(
     seps = [i for i in range(length) if input_ids[i] == ids.sep_id]
     first_sep = seps[0] if seps else length
     last_sep = seps[-1] if len(seps) > 1 else length
-    weights = [float(w) for w in features["masked_lm_weights"]]
-    positions = [int(p) for p in features["masked_lm_positions"]]
-    labels = [int(x) for x in features["masked_lm_ids"]]
+    weights = [float(w) for w in features.get("masked_lm_weights", [])]
+    positions = [int(p) for p in features.get("masked_lm_positions", [])]
+    labels = [int(x) for x in features.get("masked_lm_ids", [])]
     masked = []
     for slot, weight in enumerate(weights):
         if weight <= 0:
@@ -56,8 +56,24 @@ def describe_record(
                 "kind": kind,
             }
         )
+    extra: dict = {}
+    if "word_starts" in features:  # unmasked (masking=dynamic): the trainer masks it
+        extra["unmasked"] = True
+        extra["words"] = int(sum(int(x) for x in features["word_starts"]))
+    if "next_sentence_labels" not in features:  # packed sentences: pieces between [SEP]s
+        bounds = [0, *seps] if seps else [0, length]
+        pieces = [input_ids[a + 1 : b] for a, b in zip(bounds, bounds[1:], strict=False)]
+        return {
+            "length": length,
+            "pieces": [[_name(t, tokens) for t in piece] for piece in pieces],
+            "masked": masked,
+            "next_sentence_label": None,
+            "next_sentence": "no NSP (packed sentences)",
+            **extra,
+        }
     label = int(features["next_sentence_labels"][0])
     return {
+        **extra,
         "length": length,
         "segments": {
             "A": [_name(t, tokens) for t in input_ids[1:first_sep]],
@@ -73,16 +89,29 @@ def render_record(description: dict, title: str) -> str:
     """Plain-text rendering: masked tokens appear as ``[shown←original]``."""
     by_position = {m["position"]: m for m in description["masked"]}
     lines = [title, f"  next sentence: {description['next_sentence']}"]
-    lines.append(f"  length: {description['length']} tokens, {len(by_position)} masked")
+    if description.get("unmasked"):
+        lines.append(
+            f"  length: {description['length']} tokens, {description['words']} words, unmasked "
+            "(masked by the trainer)"
+        )
+    else:
+        lines.append(f"  length: {description['length']} tokens, {len(by_position)} masked")
     position = 1
-    for segment in ("A", "B"):
+    parts = (
+        [(f"{i + 1}", piece) for i, piece in enumerate(description["pieces"])]
+        if "pieces" in description
+        else [(segment, description["segments"][segment]) for segment in ("A", "B")]
+    )
+    for segment, segment_tokens in parts:
         words = []
-        for token in description["segments"][segment]:
+        for token in segment_tokens:
             m = by_position.get(position)
             words.append(f"[{m['shown']}←{m['original']}]" if m else token)
             position += 1
         position += 1  # the [SEP] after the segment
         lines.append(f"  {segment}: " + " ".join(words))
+    if description.get("unmasked"):
+        return "\n".join(lines)
     kinds = {
         k: sum(1 for m in description["masked"] if m["kind"] == k)
         for k in ("mask", "kept", "random")

@@ -83,7 +83,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="share of tokens to predict",
     )
     inst.add_argument(
-        "--dupe-factor", "--dupe_factor", type=int, default=10, help="passes over the data"
+        "--dupe-factor",
+        "--dupe_factor",
+        type=int,
+        default=argparse.SUPPRESS,
+        help="passes over the data (default: 10); with --masking dynamic (default: 1)",
+    )
+    inst.add_argument(
+        "--masking",
+        choices=("static", "dynamic"),
+        default="static",
+        help="static: 80/10/10 masks in the records; dynamic: unmasked records, masked by the "
+        "trainer in tf.data (a new mask every step)",
+    )
+    inst.add_argument(
+        "--input-mode",
+        choices=("sentence-pairs", "full-sentences", "doc-sentences"),
+        default="sentence-pairs",
+        help="sentence pairs with NSP, or contiguous sentences packed to the length without NSP "
+        "(full-sentences crosses documents with a [SEP], doc-sentences stays in one)",
     )
     inst.add_argument(
         "--short-seq-prob",
@@ -234,8 +252,10 @@ def config_from_args(args: argparse.Namespace) -> InstancesJobConfig:
         max_seq_length=args.max_seq_length,
         max_predictions_per_seq=args.max_predictions_per_seq,
         masked_lm_prob=args.masked_lm_prob,
-        dupe_factor=args.dupe_factor,
+        dupe_factor=getattr(args, "dupe_factor", 1 if args.masking == "dynamic" else 10),
         short_seq_prob=args.short_seq_prob,
+        masking=args.masking,
+        input_mode=args.input_mode,
         seed=args.seed,
         num_shards=256 if num_shards is None else num_shards,
         do_lower_case=args.do_lower_case,
@@ -260,9 +280,13 @@ def format_summary(manifest: dict) -> str:
         ("sentences", t["sentences"]),
         ("tokens", t["tokens"]),
         ("instances", t["instances"]),
+        ("masking", manifest.get("masking", "static")),
+        ("input mode", manifest.get("input_mode", "sentence-pairs")),
         ("IsNext ratio", t["is_next_ratio"]),
         ("truncated pairs", t["truncated_pairs"]),
-        ("predictions/instance", t["mean_predictions_per_instance"]),
+        ("predictions/instance", t["mean_predictions_per_instance"])
+        if manifest.get("masking", "static") == "static"
+        else ("expected predictions/instance", t.get("expected_predictions_per_instance")),
         ("shards", len(manifest["shards"])),
         ("seconds", manifest["elapsed_seconds"]),
     ] + [(f"skipped: {k}", v) for k, v in sorted(manifest["skipped"].items())]

@@ -56,9 +56,18 @@ def resolve_shard_set(args: argparse.Namespace, manifest_path: str | None = None
     manifest_path = manifest_path or find_manifest(args.paths, paths)
     manifest = read_json(manifest_path) if manifest_path else None
     if args.max_seq_length and args.max_predictions_per_seq:
-        sizes = RecordSizes(args.max_seq_length, args.max_predictions_per_seq)
+        kind = (
+            RecordSizes.from_manifest(manifest)
+            if manifest and "max_seq_length" in manifest
+            else None
+        )
+        sizes = RecordSizes(
+            args.max_seq_length,
+            args.max_predictions_per_seq,
+            *((kind.masking, kind.input_mode) if kind else ()),
+        )
     elif manifest and "max_seq_length" in manifest:
-        sizes = RecordSizes(manifest["max_seq_length"], manifest["max_predictions_per_seq"])
+        sizes = RecordSizes.from_manifest(manifest)
     else:
         sizes = infer_sizes(paths[0])
         notes.append(

@@ -57,15 +57,43 @@ def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:.2f}%"
 
 
+def _kind_rows(report: dict) -> list[tuple[str, object]]:
+    """Rows for records other than static sentence pairs: their kind, and for unmasked records
+    what the trainer's dynamic mask would produce on them."""
+    kind = (report.get("masking", "static"), report.get("input_mode", "sentence-pairs"))
+    if kind == ("static", "sentence-pairs"):
+        return []
+    rows: list[tuple[str, object]] = [("kind", f"{kind[0]} masking, {kind[1]}")]
+    dyn = report.get("dynamic_masking")
+    if dyn:
+        bound = " (at most: whole words)" if dyn["whole_word_mask"] else ""
+        rows += [
+            (
+                "dynamic mask: predictions / instance",
+                _num(dyn["expected_predictions_per_instance"]) + bound,
+            ),
+            ("dynamic mask: share of tokens predicted", _pct(dyn["expected_predicted_share"])),
+            ("dynamic mask: records held by the cap", _pct(dyn["capped_share"])),
+        ]
+    return rows
+
+
 def print_report(report: dict) -> None:
     lengths = report["length"]
     ml = report["masked_lm_split"]
+    segment_b = report["segment_b_length"]
     _table(
         "shards",
         [
+            *_kind_rows(report),
             ("records", f"{report['records']:,}"),
             ("shards", len(report["records_per_shard"])),
-            ("IsNext ratio", f"{report['is_next_ratio']:.4f}" if report["records"] else "n/a"),
+            (
+                "IsNext ratio",
+                f"{report['is_next_ratio']:.4f}"
+                if report["records"] and report["is_next_ratio"] is not None
+                else "n/a",
+            ),
             (
                 "length min / mean / max",
                 f"{lengths['min']} / {_num(lengths['mean'])} / {lengths['max']}",
@@ -86,7 +114,7 @@ def print_report(report: dict) -> None:
             (
                 "segment A / B mean length",
                 f"{_num(report['segment_a_length']['mean'])} / "
-                f"{_num(report['segment_b_length']['mean'])}",
+                f"{_num(segment_b['mean'] if segment_b else None)}",
             ),
         ],
     )
@@ -103,6 +131,35 @@ def print_report(report: dict) -> None:
             "records per shard",
             [("min / max", f"{min(counts):,} / {max(counts):,}"), ("shards", len(counts))],
         )
+
+
+def add_kind_figures(report: dict, total, shard_set) -> None:
+    """The record kind in the report; for unmasked shards what a dynamic mask would produce on
+    this sample (``dynamic_masking``); NSP figures and the malformed count (a pairs rule) set to None where the records have
+    no NSP (packed sentences)."""
+    from transforms.features import DYNAMIC, has_nsp
+    from transforms.record_stats import dynamic_mask_expectation
+
+    sizes = shard_set.sizes
+    report["masking"] = sizes.masking
+    report["input_mode"] = sizes.input_mode
+    if not has_nsp(sizes.input_mode):
+        for key in ("is_next_records", "is_next_ratio", "malformed_records"):
+            report[key] = None
+    if sizes.masking == DYNAMIC:
+        spec = (shard_set.manifest or {}).get("dynamic_masking", {})
+        prob = float(spec.get("masked_lm_prob", 0.15))
+        figures = dynamic_mask_expectation(
+            total.length_histogram, prob, sizes.max_predictions_per_seq
+        )
+        figures["masked_lm_prob"] = prob
+        figures["whole_word_mask"] = bool(spec.get("whole_word_mask", False))
+        figures["split"] = {
+            "mask": spec.get("mask_token_prob", 0.8),
+            "random": spec.get("random_token_prob", 0.1),
+            "kept": spec.get("keep_token_prob", 0.1),
+        }
+        report["dynamic_masking"] = figures
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
@@ -131,6 +188,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     for scan in scans[1:]:
         total.merge(scan.stats)
     report = total.to_json(shard_set.tokens)
+    add_kind_figures(report, total, shard_set)
     problems = [str(s.problem) for s in scans if s.problem]
     report["problems"] = problems
     report["sampled"] = limit is not None

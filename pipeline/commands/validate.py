@@ -86,6 +86,30 @@ def trainer_config_findings(config: dict, sizes, vocab_size: int | None) -> list
     return findings
 
 
+def kind_findings(manifest: dict) -> list[str]:
+    """What a manifest of unmasked or packed shards must state for the trainer to use them."""
+    from transforms.features import DYNAMIC, INPUT_MODES, MASKINGS
+
+    findings = []
+    masking = manifest.get("masking", "static")
+    mode = manifest.get("input_mode", "sentence-pairs")
+    if masking not in MASKINGS:
+        findings.append(f"manifest: unknown masking {masking!r}")
+    if mode not in INPUT_MODES:
+        findings.append(f"manifest: unknown input_mode {mode!r}")
+    if masking == DYNAMIC:
+        spec = manifest.get("dynamic_masking")
+        needed = ("masked_lm_prob", "max_predictions_per_seq", "vocab_size", "special_ids")
+        if not isinstance(spec, dict) or any(k not in spec for k in needed):
+            findings.append(
+                "manifest: masking=dynamic but no complete dynamic_masking section "
+                f"({', '.join(needed)}): the trainer cannot mask these shards"
+            )
+        elif spec["max_predictions_per_seq"] != manifest.get("max_predictions_per_seq"):
+            findings.append("manifest: dynamic_masking.max_predictions_per_seq disagrees")
+    return findings
+
+
 def manifest_findings(manifest: dict, scans: list, whole_set: bool) -> list[str]:
     """Shard files, record counts and content checksums against the manifest. ``whole_set``: the
     scans cover the whole output (a directory or an explicit manifest), so missing shards count."""
@@ -128,12 +152,18 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     except (OSError, ValueError) as e:
         print(f"bertprep validate: error: {e}", file=sys.stderr)
         return 2
+    continuation = None
+    if shard_set.tokens is not None:
+        import numpy as np
+
+        continuation = np.array([t.startswith("##") for t in shard_set.tokens], dtype=bool)
     request = ScanRequest(
         sizes=shard_set.sizes,
         check_ids=SpecialIds(
             shard_set.cls_id, shard_set.sep_id, shard_set.pad_id, shard_set.vocab_size
         ),
         max_violations=args.max_findings,
+        is_continuation=continuation,
     )
     scans = scan_shards(shard_set.paths, request, args.workers or None)
 
@@ -154,6 +184,8 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
             findings.append(f"shard sizes differ by more than one: {min(counts)}..{max(counts)}")
     if trainer is not None:
         findings += trainer_config_findings(trainer, shard_set.sizes, shard_set.vocab_size)
+    if shard_set.manifest is not None:
+        findings += kind_findings(shard_set.manifest)
 
     records = sum(s.records for s in scans)
     broken = sum(s.violation_count for s in scans)
