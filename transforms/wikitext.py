@@ -677,9 +677,29 @@ def _cut_templates(text: str) -> str:
     return _cut(text, spans)
 
 
+_PREFIXED_LINK = re.compile(r"\[\[[^\[\]|\n:]*:")
+
+
+def _link_end(text: str, start: int) -> int | None:
+    """The end of the link opening at ``start`` (nested links inside), None when unclosed."""
+    depth = 0
+    for match in _BRACKETS.finditer(text, start):
+        depth += 1 if match.group() == "[[" else -1
+        if depth == 0:
+            return match.end()
+    return None
+
+
 def _cut_links(text: str, drop_namespaces: frozenset[str]) -> str:
     spans = []
-    for start, end in _balanced(text, _BRACKETS, "[["):
+    position = 0
+    for candidate in _PREFIXED_LINK.finditer(text):
+        start = candidate.start()
+        if start < position:
+            continue  # inside a link already cut
+        end = _link_end(text, start)
+        if end is None:
+            continue
         inner = text[start + 2 : end - 2]
         if inner.count("[") > inner.count("]") and text.startswith("]", end):
             end += 1  # "[[File:x|[http://u caption]]]": the first "]" closes the URL link
@@ -690,6 +710,7 @@ def _cut_links(text: str, drop_namespaces: frozenset[str]) -> str:
         ):
             continue
         spans.append((start, end, _REMOVED))
+        position = end
     return _cut(text, spans)
 
 
@@ -744,15 +765,28 @@ _SEGMENT_BREAK = re.compile(r"\n\s*\n")
 # After a newline: spaces, then the start of a text node (not a link, template, bold/italic,
 # entity or cut mark): the line is preformatted, as _PREFORMATTED decides inside one text node.
 _FAST_PREFORMATTED = re.compile(
-    r"(?<=\n)[ \t]+(?=[^\s\x03\x04'&\[{]|'(?!')|&(?!#?\w+;)|\[(?!\[)|\{(?!\{))"
+    r"(?<=\n)[ \t]+(?=[^\s\x03\x04'&\[{<]|'(?!')|&(?!#?\w+;)|\{(?!\{)|<(?![A-Za-z/!])"
+    r"|\[(?!\[|https?://|ftp://|//))",
+    re.IGNORECASE,
 )
 _SIMPLE_TEMPLATE = re.compile(r"\{\{([^{}\[\]<>\n]*)\}\}")
 _SIMPLE_LINK = re.compile(r"\[\[([^\[\]{}<>|\n]+)(?:(\|)([^\[\]{}<>\n]*))?\]\]")
-_NEEDS_PARSER = re.compile(
-    r"[{}\[\]<]|^-{4}|://|\b(?:bitcoin|geo|magnet|mailto|news|sips?|sms|tel|urn|xmpp):",
-    re.IGNORECASE | re.MULTILINE,
+# What only the parser renders exactly; a single "[" or "]" is text (it is in the parser too).
+_NEEDS_PARSER = re.compile(r"[{}<]|\[\[|\]\]|\[(?i:https?:|ftp:)|\[//|^-{4}|://", re.MULTILINE)
+_FREE_LINK_SCHEME = re.compile(
+    r"\b(?:bitcoin|geo|magnet|mailto|news|sips?|sms|tel|urn|xmpp):", re.I
 )
 _TEMPLATE_OUTPUT_UNSAFE = re.compile(r"[|={}\[\]]")
+# Formatting tags render as their content (and a stray one is stripped as text): only the edges go.
+_INLINE_TAG_EDGE = re.compile(
+    r"</?(?:sub|sup|small|big|span|code|s|u|i|b|em|strong|var|font|abbr|tt|del|ins|kbd|samp"
+    r"|cite|q|mark|bdi|bdo)(?:\s[^<>]*)?>",
+    re.IGNORECASE,
+)
+_LINE_BREAK_TAG = re.compile(r"<br\s*/?>|<br\s[^<>]*>", re.IGNORECASE)
+_BRACKETED_URL = re.compile(
+    r"\[(?:(?:https?|ftp)://|//)[^\s\[\]<>\"]+(?:\s+([^\[\]<>\n]*))?\]", re.IGNORECASE
+)
 
 
 class _NeedsParser(Exception):
@@ -814,26 +848,54 @@ def _simple_template(match: re.Match[str]) -> str:
     return shown
 
 
+def _url_title(match: re.Match[str]) -> str:
+    return match.group(1) or ""
+
+
+def _simple_link(match: re.Match[str], drop_namespaces: frozenset[str]) -> str:
+    title, pipe, caption = match.groups()
+    if ":" not in title and (caption or not pipe):  # an article link: what _link_text shows
+        if caption:
+            shown = caption.strip()
+        else:
+            page, _, section = title.strip().partition("#")
+            shown = (page or section).replace("_", " ").strip()
+        if "|" in shown or "=" in shown:
+            raise _NeedsParser
+        return shown
+    if _is_dropped_link(title, caption if pipe else None, drop_namespaces):
+        return ""
+    if pipe and not caption:
+        return _link_text(title, None, pipe_trick=True)
+    shown = _link_text(title, caption if pipe else None)
+    if "|" in shown or "=" in shown:
+        raise _NeedsParser  # inside a template it would split or name a parameter
+    return shown
+
+
 def _fast_render(segment: str, drop_namespaces: frozenset[str]) -> str:
     """``segment`` (starting with ``\\n``) rendered as the parser path would, for segments of
-    prose, links and single-line inline templates; raises _NeedsParser for anything else."""
+    prose, links, bracketed URLs, formatting tags and single-line inline templates; raises
+    _NeedsParser for anything else."""
     text = _FAST_PREFORMATTED.sub(_DROP, segment)
-    for _ in range(3):  # nested inline templates, innermost first
-        if "{{" not in text:
-            break
-        text = _SIMPLE_TEMPLATE.sub(_simple_template, text)
-    if "[[" in text:
-
-        def link(match: re.Match[str]) -> str:
-            title, pipe, caption = match.groups()
-            if _is_dropped_link(title, caption if pipe else None, drop_namespaces):
-                return ""
-            if pipe and not caption:
-                return _link_text(title, None, pipe_trick=True)
-            return _link_text(title, caption if pipe else None)
-
-        text = _SIMPLE_LINK.sub(link, text)
-    if _NEEDS_PARSER.search(text) or ("''" in text and not _plain_quotes(text)):
+    if "<" in text:
+        text = _INLINE_TAG_EDGE.sub("", _LINE_BREAK_TAG.sub(" ", text))
+    if "[" in text:
+        text = _BRACKETED_URL.sub(_url_title, text)
+        if "[[" in text:
+            text = _SIMPLE_LINK.sub(lambda m: _simple_link(m, drop_namespaces), text)
+    if "{{" in text:
+        for _ in range(3):  # nested inline templates, innermost first
+            text = _SIMPLE_TEMPLATE.sub(_simple_template, text)
+            if "{{" not in text:
+                break
+        if "[[" in text:  # links whose caption held a template
+            text = _SIMPLE_LINK.sub(lambda m: _simple_link(m, drop_namespaces), text)
+    if (
+        _NEEDS_PARSER.search(text)
+        or (":" in text and _FREE_LINK_SCHEME.search(text))
+        or ("''" in text and not _plain_quotes(text))
+    ):
         raise _NeedsParser  # quotes checked last: a link or {{'}} may sit beside a style
     return text
 
@@ -882,25 +944,34 @@ def render_wikitext(
 
 
 def _clean(paragraph: str) -> str:
-    text = _NS_LINK_MARKS.sub("", paragraph)
-    text = _REF.sub("", text)
-    text = _COMMENT.sub("", text)
-    text = _HTML_TAG.sub("", text)
-    text = html.unescape(text)
-    text = _QUOTES.sub("", text)
-    text = _MAGIC_WORD.sub("", text)
-    text = _WHITESPACE.sub(" ", text)
-    previous = None
-    while previous != text:
-        previous = text
-        text = _EMPTY_BRACKETS.sub("", text)
-        text = _PUNCT_AFTER_OPEN.sub(r"\1", text)
-        text = _PUNCT_BEFORE_CLOSE.sub(r"\1", text)
-    text = _SPACE_AFTER_OPEN.sub(r"\1", text)
+    """Marks, leftover tags, entities, quotes and magic words removed, spacing and empty
+    brackets tidied. Each step runs only when its trigger character is present."""
+    text = _NS_LINK_MARKS.sub("", paragraph) if "\x01" in paragraph else paragraph
+    if "<" in text:
+        text = _REF.sub("", text)
+        text = _COMMENT.sub("", text)
+        text = _HTML_TAG.sub("", text)
+    if "&" in text:
+        text = html.unescape(text)
+    if "''" in text:
+        text = _QUOTES.sub("", text)
+    if "__" in text:
+        text = _MAGIC_WORD.sub("", text)
+    text = " ".join(text.split())  # = _WHITESPACE.sub(" ", text).strip()
+    if "(" in text or "[" in text:
+        previous = None
+        while previous != text:
+            previous = text
+            text = _EMPTY_BRACKETS.sub("", text)
+            text = _PUNCT_AFTER_OPEN.sub(r"\1", text)
+            text = _PUNCT_BEFORE_CLOSE.sub(r"\1", text)
+        text = _SPACE_AFTER_OPEN.sub(r"\1", text)
     text = _SPACE_BEFORE_PUNCT.sub(r"\1", text)
-    text = _REPEATED_COMMA.sub(r"\1", text)
-    text = _COMMA_BEFORE_STOP.sub("", text)
-    return _WHITESPACE.sub(" ", text).strip()
+    if "," in text or ";" in text:
+        text = _REPEATED_COMMA.sub(r"\1", text)
+    if "," in text or ";" in text or ":" in text:
+        text = _COMMA_BEFORE_STOP.sub("", text)
+    return " ".join(text.split())
 
 
 def _is_dropped_line(line: str) -> bool:
