@@ -124,7 +124,7 @@ def _make_inputs(copies: int) -> tuple[Path, Path, Path, int]:
     return files, one, multistream, len(xml.encode()) * copies
 
 
-def _clean(inputs: str, out: Path, workers: int, *extra: str):
+def _clean(inputs: str, out: Path, workers: int, *extra: str, source: Path = ROOT):
     cmd = [
         sys.executable,
         "-m",
@@ -140,7 +140,8 @@ def _clean(inputs: str, out: Path, workers: int, *extra: str):
         f"--direct_num_workers={workers}",
         *extra,
     ]
-    m = measure(cmd, env=dict(os.environ, NLTK_DATA=str(NLTK_DATA), PYTHONPATH=str(ROOT)))
+    env = dict(os.environ, NLTK_DATA=str(NLTK_DATA), PYTHONPATH=str(source))
+    m = measure(cmd, env=env, cwd=source)
     if m.returncode != 0:
         raise SystemExit(f"bertprep clean failed:\n{m.output[-3000:]}")
     return m
@@ -197,6 +198,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--copies", type=int, default=8)
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument(
+        "--baseline",
+        metavar="REV",
+        help="also time `bertprep clean` of this git revision (extracted under benchmarks/work)",
+    )
     args = ap.parse_args()
     os.environ["NLTK_DATA"] = str(NLTK_DATA)  # before NLTK is imported
     WORK.mkdir(parents=True, exist_ok=True)
@@ -251,6 +257,21 @@ def main() -> None:
     subprocess.run(["rm", "-rf", str(ours_out)], check=True)
     ours = _clean(str(files / "*"), ours_out, w)
     rows.append(("bertprep clean --wikipedia", ours.wall_seconds, f"{args.copies} files"))
+
+    if args.baseline:
+        source = WORK / f"src-{args.baseline}"
+        if not source.exists():
+            source.mkdir()
+            archive = subprocess.run(
+                ["git", "-C", str(ROOT), "archive", args.baseline], check=True, capture_output=True
+            ).stdout
+            subprocess.run(["tar", "-x", "-C", str(source)], input=archive, check=True)
+        base_out = WORK / "baseline-out"
+        subprocess.run(["rm", "-rf", str(base_out)], check=True)
+        base = _clean(str(files / "*"), base_out, w, source=source)
+        rows.append(
+            (f"bertprep clean at {args.baseline}", base.wall_seconds, f"{args.copies} files")
+        )
 
     ms_out = WORK / "bertprep-multistream-out"
     subprocess.run(["rm", "-rf", str(ms_out)], check=True)

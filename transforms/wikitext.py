@@ -985,18 +985,24 @@ def _is_dropped_line(line: str) -> bool:
 
 
 def wikitext_to_paragraphs(
-    text: str, *, extra_drop_namespaces: Collection[str] = (), drop_unparsed: bool = True
+    text: str,
+    *,
+    extra_drop_namespaces: Collection[str] = (),
+    drop_unparsed: bool = True,
+    parse_all: bool = False,
 ) -> list[str]:
     """The prose paragraphs of one page's wikitext, in order, each on one line.
 
     ``extra_drop_namespaces``: localized names of the file/media/category namespaces (any case).
     ``drop_unparsed``: drop a paragraph that still holds ``[[``, ``]]``, ``{{`` or ``}}`` once
     rendered: markup the parser could not match (a broken table, an unbalanced image caption).
+    ``parse_all``: every segment through the parser (:func:`render_wikitext`), the reference
+    the fast path is tested against; same paragraphs, slower.
     """
     drop = DROP_LINK_NAMESPACES | {
         n.strip().lower().replace("_", " ") for n in extra_drop_namespaces
     }
-    rendered = render_wikitext(text, frozenset(drop))
+    rendered = render_wikitext(text, frozenset(drop), parse_all=parse_all)
     paragraphs: list[str] = []
     current: list[str] = []
 
