@@ -88,19 +88,20 @@ def _make_inputs(copies: int) -> tuple[Path, Path, Path, int]:
     """(folder of per-copy .bz2 files, one concatenated .bz2 dump, multistream folder, XML bytes)."""
     raw = (CORPORA / "wiki" / WIKI).read_bytes()
     xml = bz2.decompress(raw).decode("utf-8")
-    files = WORK / "files"
+    corpus = WORK / f"copies-{copies}"
+    files = corpus / "files"
     files.mkdir(parents=True, exist_ok=True)
     for i in range(copies):
         (files / f"copy{i}-{WIKI}").write_bytes(raw)
     head_end = xml.index("</siteinfo>") + len("</siteinfo>\n")
     body = xml[head_end : xml.rindex("</mediawiki>")]
     bodies = [_renumbered(body, i) for i in range(copies)]
-    one = WORK / "one-dump.xml.bz2"
+    one = corpus / "one-dump.xml.bz2"
     if not one.exists():
         one.write_bytes(
             bz2.compress((xml[:head_end] + "".join(bodies) + "</mediawiki>\n").encode())
         )
-    multistream = WORK / "multistream"
+    multistream = corpus / "multistream"
     multistream.mkdir(exist_ok=True)
     dump = multistream / "enwiki-copies-multistream.xml.bz2"
     if not dump.exists():
