@@ -12,6 +12,7 @@ and NLTK (a benchmark tool only: never a dependency of the product). In one run 
 3. ``bertprep clean --wikipedia ... --dedup none`` with W multi-process DirectRunner workers;
 4. the same on one multistream dump of the copies (with its index) split into ranges;
 5. our stage alone in one process, no Beam: XML → paragraphs, and the Punkt split on its own;
+6. the wikitext steps on one copy: before (``--baseline``), pre-pass only, pre-pass + fast path;
 
 then prints the wall times, MB/s of XML (per core), the ratio (1 + 2) / 3 and a quality
 comparison on the same pages (one copy): sentences with template holes or markup debris.
@@ -187,6 +188,42 @@ def _stage_alone() -> tuple[float, float, float, int]:
     return len(data) / 1e6, extracted, time.perf_counter() - start, sentences
 
 
+STEP_TIMER = r"""
+import bz2, io, sys, time
+from collections import Counter
+from transforms.mediawiki_xml import WikiPage, iter_pages
+from transforms.wikitext import wikitext_to_paragraphs
+data = bz2.decompress(open(sys.argv[1], "rb").read())
+pages = [p for p in iter_pages(io.BytesIO(data), "x", Counter()) if isinstance(p, WikiPage)]
+kwargs = {"parse_all": True} if sys.argv[2] == "parse_all" else {}
+start = time.perf_counter()
+for page in pages:
+    wikitext_to_paragraphs(page.text, **kwargs)
+print(time.perf_counter() - start)
+"""
+
+
+def _steps(baseline: Path | None) -> list[tuple[str, float]]:
+    """Seconds of ``wikitext_to_paragraphs`` over one copy: before (the baseline's code), with
+    the pre-pass only (every segment parsed), with the fast path (as shipped)."""
+    runs = [("pre-pass, then the parser on every segment", ROOT, "parse_all")]
+    runs.append(("pre-pass + fast path (the parser only where needed)", ROOT, "fast"))
+    if baseline is not None:
+        runs.insert(0, ("before: the parser on every page whole", baseline, "fast"))
+    out = []
+    for name, source, mode in runs:
+        result = subprocess.run(
+            [sys.executable, "-c", STEP_TIMER, str(CORPORA / "wiki" / WIKI), mode],
+            env=dict(os.environ, PYTHONPATH=str(source), PYTHONDONTWRITEBYTECODE="1"),
+            cwd=source,
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        out.append((name, float(result.stdout.strip())))
+    return out
+
+
 def _quality(sentences: list[str]) -> tuple[int, int, int]:
     from transforms.wikitext import markup_debris
 
@@ -298,6 +335,12 @@ def main() -> None:
         f" of XML; Punkt {n:,} sentences in {split_s:.2f} s ({one_mb / split_s:.2f} MB/s of XML,"
         f" {one_mb / (extract_s + split_s):.2f} MB/s together)"
     )
+
+    xml_mb = one_mb
+    print("\n| wikitext → paragraphs, one copy, one process | seconds | MB/s of XML |")
+    print("|---|---|---|")
+    for name, seconds in _steps(WORK / f"src-{args.baseline}" if args.baseline else None):
+        print(f"| {name} | {seconds:.2f} | {xml_mb / seconds:.2f} |")
 
     ours_by_title = _our_sentences(ours_out)
     theirs_raw = _their_sentences(extracted, set(ours_by_title))
