@@ -169,6 +169,9 @@ _EMPTY_BRACKETS = re.compile(r"\s*(?:\(\s*[-–—,;:\s]*\)|\[\s*[-–—,;:\s]*
 _REPEATED_COMMA = re.compile(r"([,;])(?:\s*\1)+")
 _COMMA_BEFORE_STOP = re.compile(r"[,;:]+(?=[.!?](?:\s|$))")
 _LETTER = re.compile(r"[^\W\d_]")
+# What the bracket tidying loop can act on: an opening bracket before space, punctuation or a
+# close, or space/punctuation before a closing one. Without it the loop changes nothing.
+_BRACKET_TIDY = re.compile(r"[(\[][-–—,;:\s)\]]|[,;:\s][)\]]")
 
 _MONTHS = (
     "January",
@@ -958,7 +961,7 @@ def _clean(paragraph: str) -> str:
     if "__" in text:
         text = _MAGIC_WORD.sub("", text)
     text = " ".join(text.split())  # = _WHITESPACE.sub(" ", text).strip()
-    if "(" in text or "[" in text:
+    if ("(" in text or "[" in text) and _BRACKET_TIDY.search(text):
         previous = None
         while previous != text:
             previous = text
