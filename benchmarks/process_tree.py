@@ -6,6 +6,7 @@ import os
 import subprocess
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 
 def _children(pid: int) -> list[int]:
@@ -51,7 +52,9 @@ class Measurement:
     output: str
 
 
-def measure(cmd: list[str], env: dict | None = None, interval_s: float = 0.1) -> Measurement:
+def measure(
+    cmd: list[str], env: dict | None = None, interval_s: float = 0.1, cwd: Path | None = None
+) -> Measurement:
     """Runs ``cmd`` until its main process exits, sampling the process tree's total RSS every
     ``interval_s`` seconds. Output goes to a temporary file, not a pipe, so helper processes that
     outlive the main one (Beam's worker pool shutting down) do not extend the measured time."""
@@ -59,7 +62,9 @@ def measure(cmd: list[str], env: dict | None = None, interval_s: float = 0.1) ->
 
     with tempfile.TemporaryFile(mode="w+") as log:
         start = time.monotonic()
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, text=True)
+        proc = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, env=env, text=True, cwd=cwd
+        )
         peak = 0
         while proc.poll() is None:
             peak = max(peak, tree_rss_bytes(proc.pid))

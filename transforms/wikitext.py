@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
 
 import mwparserfromhell
 from mwparserfromhell.nodes import (
@@ -150,7 +150,8 @@ _IMAGE_OPTION = re.compile(
 )
 _UNPARSED = ("{{", "}}", "[[", "]]")
 _INTERLANGUAGE = re.compile(r"[a-z]{2,3}(?:-[a-z0-9]+)*|simple")
-_PREFORMATTED = re.compile(r"(?<=\n)[ \t]+(?=[^\s])")
+# A line starting with a space, within one text node (a cut mark is a node boundary).
+_PREFORMATTED = re.compile(r"(?<=\n)[ \t]+(?=[^\s\x03\x04])")
 _HEADING_LINE = re.compile(r"^=+.*=+$")
 _TABLE_LINE = re.compile(r"^(?:\{\||\|\}|\||!)")
 _LIST_LINE = re.compile(r"^[*#:;]")
@@ -168,6 +169,9 @@ _EMPTY_BRACKETS = re.compile(r"\s*(?:\(\s*[-–—,;:\s]*\)|\[\s*[-–—,;:\s]*
 _REPEATED_COMMA = re.compile(r"([,;])(?:\s*\1)+")
 _COMMA_BEFORE_STOP = re.compile(r"[,;:]+(?=[.!?](?:\s|$))")
 _LETTER = re.compile(r"[^\W\d_]")
+# What the bracket tidying loop can act on: an opening bracket before space, punctuation or a
+# close, or space/punctuation before a closing one. Without it the loop changes nothing.
+_BRACKET_TIDY = re.compile(r"[(\[][-–—,;:\s)\]]|[,;:\s][)\]]")
 
 _MONTHS = (
     "January",
@@ -455,22 +459,84 @@ _INLINE_PREFIXES: tuple[tuple[str, Callable[[list[str], dict[str, str]], str]], 
 )
 
 
-def _template_name(template: Template) -> str:
-    name = _WHITESPACE.sub(" ", _COMMENT.sub("", str(template.name)).replace("_", " ")).strip()
-    name = name.lower()
+def _normalized_template_name(raw: str) -> str:
+    """A template's name as :data:`INLINE_TEMPLATES` keys it: no comments or cut marks, lower
+    case, ``_`` as a space, whitespace runs as one space, no ``Template:`` prefix."""
+    name = _COMMENT.sub("", raw).replace("_", " ")
+    if "\x03" in name or "\x04" in name:
+        name = _MARKS.sub("", name)
+    name = _WHITESPACE.sub(" ", name).strip().lower()
     return name[len("template:") :].strip() if name.startswith("template:") else name
+
+
+def _template_name(template: Template) -> str:
+    return _normalized_template_name(str(template.name))
+
+
+def _inline_renderer(name: str) -> Callable[[list[str], dict[str, str]], str] | None:
+    render = INLINE_TEMPLATES.get(name)
+    if render is None:
+        render = next((r for p, r in _INLINE_PREFIXES if name.startswith(p)), None)
+    return render
+
+
+def _param_value(value: str) -> str:
+    """A rendered parameter value as the renderers see it: one line, cut marks gone."""
+    if "\x03" in value or "\x04" in value:
+        value = value.replace("\x03", "").replace("\x04", " ")
+    return _WHITESPACE.sub(" ", value.replace(_DROP, "")).strip()
 
 
 # --- rendering --------------------------------------------------------------------------------
 
 
-def _is_media_link(target: str, text: Wikicode | None) -> bool:
+def _is_media_link(target: str, caption: str | None) -> bool:
     """A file link under a namespace name we do not know: by its extension or image options."""
     if _MEDIA_FILE.search(target):
         return True
-    return text is not None and any(
-        _IMAGE_OPTION.fullmatch(part) for part in str(text).split("|")[:-1]
+    return caption is not None and any(
+        _IMAGE_OPTION.fullmatch(part) for part in caption.split("|")[:-1]
     )
+
+
+def _is_dropped_link(title: str, caption: str | None, drop_namespaces: frozenset[str]) -> bool:
+    """Whether ``[[title|caption]]`` renders to nothing: a file, media, category or
+    interlanguage link (``caption`` None: no ``|``)."""
+    target = title.strip()
+    if target.startswith(":"):
+        return False
+    prefix, colon, rest = target.partition(":")
+    if not colon:
+        return False
+    prefix = prefix.strip()
+    return (
+        _WHITESPACE.sub(" ", prefix.replace("_", " ")).lower() in drop_namespaces
+        or bool(_INTERLANGUAGE.fullmatch(prefix))
+        or _is_media_link(rest, caption)
+    )
+
+
+def _link_text(title: str, caption: str | None, *, pipe_trick: bool = False) -> str:
+    """What a link that is not dropped (:func:`_is_dropped_link`) shows: ``caption`` (rendered;
+    None: no ``|``), or with ``pipe_trick`` (``[[Paris (band)|]]``) the title's short form."""
+    target = title.strip()
+    leading_colon = target.startswith(":")
+    target = target.lstrip(":").strip()
+    prefix, colon, rest = target.partition(":")
+    interwiki = bool(colon) and prefix.strip().lower() in INTERWIKI_PREFIXES
+    if pipe_trick:  # [[Paris (band)|]] → Paris
+        title = rest if colon else target
+        shown = re.sub(r"\s*\([^()]*\)\s*$", "", title.split(",")[0]).strip()
+    elif caption is not None:
+        shown = caption.strip()
+    else:
+        page, _, section = (rest if interwiki else target).partition("#")
+        shown = (page or section).replace("_", " ").strip()
+    if colon and not leading_colon and not interwiki:
+        # Maybe a namespace this wiki localizes (a category with its sort key): a line of
+        # nothing but such links is dropped.
+        return _NS_LINK_OPEN + shown + _NS_LINK_CLOSE
+    return shown
 
 
 class _Renderer:
@@ -482,7 +548,7 @@ class _Renderer:
 
     def node(self, node: Node) -> str:
         if isinstance(node, Text):
-            return _PREFORMATTED.sub(_DROP, node.value)
+            return _PREFORMATTED.sub(_DROP, node.value)  # cut marks: removed after rendering
         if isinstance(node, Wikilink):
             return self._wikilink(node)
         if isinstance(node, Template):
@@ -500,45 +566,26 @@ class _Renderer:
         return str(node)
 
     def _wikilink(self, link: Wikilink) -> str:
-        target = str(link.title).strip()
-        leading_colon = target.startswith(":")
-        target = target.lstrip(":").strip()
-        prefix, colon, rest = target.partition(":")
-        prefix = prefix.strip()
-        if colon and not leading_colon:
-            if _WHITESPACE.sub(" ", prefix.replace("_", " ")).lower() in self.drop_namespaces:
-                return ""
-            if _INTERLANGUAGE.fullmatch(prefix) or _is_media_link(rest, link.text):
-                return ""
-        interwiki = bool(colon) and prefix.lower() in INTERWIKI_PREFIXES
-        if link.text is not None and str(link.text) != "":
-            shown = self.code(link.text).strip()
-        elif link.text is not None:  # the pipe trick: [[Paris (band)|]] → Paris
-            title = rest if colon else target
-            shown = re.sub(r"\s*\([^()]*\)\s*$", "", title.split(",")[0]).strip()
-        else:
-            page, _, section = (rest if interwiki else target).partition("#")
-            shown = (page or section).replace("_", " ").strip()
-        if colon and not leading_colon and not interwiki:
-            # Maybe a namespace this wiki localizes (a category with its sort key): a line of
-            # nothing but such links is dropped.
-            return _NS_LINK_OPEN + shown + _NS_LINK_CLOSE
-        return shown
+        title = str(link.title)
+        raw = None if link.text is None else str(link.text)
+        if _is_dropped_link(title, raw, self.drop_namespaces):
+            return ""
+        if not raw:
+            return _link_text(title, None, pipe_trick=raw == "")
+        return _link_text(title, self.code(link.text))
 
     def _template(self, template: Template) -> str:
         name = _template_name(template)
         if name.startswith("formatnum:"):  # {{formatnum:1234}}: the value is part of the name
             return self.code(template.name).strip().partition(":")[2].strip()
-        render = INLINE_TEMPLATES.get(name)
-        if render is None:
-            render = next((r for p, r in _INLINE_PREFIXES if name.startswith(p)), None)
+        render = _inline_renderer(name)
         if render is None:
             return ""
         positional: dict[int, str] = {}
         named: dict[str, str] = {}
         for param in template.params:
             key = str(param.name).strip()
-            value = _WHITESPACE.sub(" ", self.code(param.value).replace(_DROP, "")).strip()
+            value = _param_value(self.code(param.value))
             if key.isdigit():
                 positional[int(key)] = value
             else:
@@ -562,29 +609,372 @@ class _Renderer:
         return inner
 
 
+# --- pre-pass: cut what never becomes prose before the parser sees the page --------------------
+
+_REMOVED = "\x03"  # where a node rendering to "" was cut (a node boundary for preformatted lines)
+_BREAK = "\x04"  # where a block rendering to a paragraph break was cut
+_MARKS = re.compile(r"[\x03\x04]")
+_TAG_NAMES = "|".join(sorted(DROPPED_TAGS - {"table"}, key=len, reverse=True))
+# An HTML table with no table inside: cut innermost first, as tables nest.
+_INNERMOST_TABLE = re.compile(
+    r"<table(?:\s[^<>]*)?(?<!/)>(?:(?!<table[\s>]).)*?</table\s*>", re.IGNORECASE | re.DOTALL
+)
+_BLOCK_TAG_EDGE = re.compile(r"</?(?:div|center|blockquote|p|hr)\b[^<>]*>", re.IGNORECASE)
+_SELF_CLOSED_TAG = re.compile(rf"<({_TAG_NAMES})(?:\s[^<>]*)?/>", re.IGNORECASE)
+_PAIRED_TAG = re.compile(
+    rf"<({_TAG_NAMES})(?:\s[^<>]*)?(?<!/)>.*?</\1\s*>", re.IGNORECASE | re.DOTALL
+)
+_CLOSED_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
+_BRACES = re.compile(r"\{\{|\}\}")
+_BRACKETS = re.compile(r"\[\[|\]\]")
+_TABLE_EDGE = re.compile(r"^[ \t]*(\{\||\|\})", re.MULTILINE)
+_BAD_NAME = re.compile(r"[\[\]{}<>\n]")
+
+
+def _cut(text: str, spans: list[tuple[int, int, str]]) -> str:
+    """``text`` with the outermost of ``spans`` (start, end, replacement) replaced."""
+    if not spans:
+        return text
+    spans.sort()
+    pieces: list[str] = []
+    position = 0
+    for start, end, replacement in spans:
+        if start < position:
+            continue  # inside a span already cut
+        pieces.append(text[position:start])
+        pieces.append(replacement)
+        position = end
+    pieces.append(text[position:])
+    return "".join(pieces)
+
+
+def _balanced(text: str, pattern: re.Pattern[str], opener: str) -> Iterator[tuple[int, int]]:
+    """(start, end) of every balanced ``opener``...closer pair, innermost first."""
+    stack: list[int] = []
+    for match in pattern.finditer(text):
+        if match.group() == opener:
+            stack.append(match.start())
+        elif stack:
+            yield stack.pop(), match.end()
+
+
+def is_inline_template(name: str) -> bool:
+    """Whether the template ``name`` (as written) renders text in running prose."""
+    name = _normalized_template_name(name)
+    return (
+        name in INLINE_TEMPLATES
+        or name.startswith("formatnum:")
+        or any(name.startswith(p) for p, _ in _INLINE_PREFIXES)
+    )
+
+
+def _cut_templates(text: str) -> str:
+    spans = []
+    for start, end in _balanced(text, _BRACES, "{{"):
+        inner = text[start + 2 : end - 2]
+        name = inner.split("|", 1)[0]
+        if "{{" in name or _BAD_NAME.search(name.strip()):
+            continue  # a computed or invalid name: the parser decides
+        if not is_inline_template(name):
+            spans.append((start, end, _REMOVED))
+    return _cut(text, spans)
+
+
+_PREFIXED_LINK = re.compile(r"\[\[[^\[\]|\n:]*:")
+
+
+def _link_end(text: str, start: int) -> int | None:
+    """The end of the link opening at ``start`` (nested links inside), None when unclosed."""
+    depth = 0
+    for match in _BRACKETS.finditer(text, start):
+        depth += 1 if match.group() == "[[" else -1
+        if depth == 0:
+            return match.end()
+    return None
+
+
+def _cut_links(text: str, drop_namespaces: frozenset[str]) -> str:
+    spans = []
+    position = 0
+    for candidate in _PREFIXED_LINK.finditer(text):
+        start = candidate.start()
+        if start < position:
+            continue  # inside a link already cut
+        end = _link_end(text, start)
+        if end is None:
+            continue
+        inner = text[start + 2 : end - 2]
+        if inner.count("[") > inner.count("]") and text.startswith("]", end):
+            end += 1  # "[[File:x|[http://u caption]]]": the first "]" closes the URL link
+            inner = text[start + 2 : end - 2]
+        target, pipe, caption = inner.partition("|")
+        if _BAD_NAME.search(target) or not _is_dropped_link(
+            target, caption if pipe else None, drop_namespaces
+        ):
+            continue
+        spans.append((start, end, _REMOVED))
+        position = end
+    return _cut(text, spans)
+
+
+def _cut_tables(text: str) -> str:
+    spans = []
+    depth, start = 0, 0
+    for match in _TABLE_EDGE.finditer(text):
+        if match.group(1) == "{|":
+            if depth == 0:
+                start = match.start(1)
+            depth += 1
+        elif depth:
+            depth -= 1
+            if depth == 0:
+                spans.append((start, match.end(1), _BREAK))
+    return _cut(text, spans)
+
+
+def strip_non_prose(text: str, drop_namespaces: frozenset[str] = DROP_LINK_NAMESPACES) -> str:
+    """``text`` with what never renders as prose cut before parsing: closed comments, the
+    :data:`DROPPED_TAGS` with their content, balanced templates other than the inline ones,
+    file/category/interlanguage links (nested links inside) and ``{| |}`` tables. Each cut leaves
+    the mark of what the renderer would have made of it (nothing, or a paragraph break), so
+    rendering the rest gives the page's paragraphs; the edges of block tags (``<div>``,
+    ``<blockquote>``, ...) become paragraph breaks, so a block may span blank lines. Unbalanced
+    markup is left for the parser; so are templates when the page has ``{{{arguments}}}``."""
+    text = _CLOSED_COMMENT.sub(_REMOVED, text)
+    if "<" in text:
+        text = _SELF_CLOSED_TAG.sub(_tag_mark, text)
+        while "<table" in text.lower():  # first: a table's rows and cells go with it
+            text, cut = _INNERMOST_TABLE.subn(_BREAK, text)
+            if not cut:
+                break
+        text = _PAIRED_TAG.sub(_tag_mark, text)
+        text = _BLOCK_TAG_EDGE.sub(_BREAK, text)
+    if "{{" in text and "{{{" not in text:
+        text = _cut_templates(text)
+    if "[[" in text:
+        text = _cut_links(text, drop_namespaces)
+    if "{|" in text:
+        text = _cut_tables(text)
+    return text
+
+
+def _tag_mark(match: re.Match[str]) -> str:
+    return _REMOVED if match.group(1).lower() in _INLINE_DROPPED_TAGS else _BREAK
+
+
+# --- rendering a page: the fast path for plain segments, the parser for the rest --------------
+
+_SEGMENT_BREAK = re.compile(r"\n\s*\n")
+# After a newline: spaces, then the start of a text node (not a link, template, bold/italic,
+# entity or cut mark): the line is preformatted, as _PREFORMATTED decides inside one text node.
+_FAST_PREFORMATTED = re.compile(
+    r"(?<=\n)[ \t]+(?=[^\s\x03\x04'&\[{<]|'(?!')|&(?!#?\w+;)|\{(?!\{)|<(?![A-Za-z/!])"
+    r"|\[(?!\[|https?://|ftp://|//))",
+    re.IGNORECASE,
+)
+_SIMPLE_TEMPLATE = re.compile(r"\{\{([^{}\[\]<>\n]*)\}\}")
+_SIMPLE_LINK = re.compile(r"\[\[([^\[\]{}<>|\n]+)(?:(\|)([^\[\]{}<>\n]*))?\]\]")
+# What only the parser renders exactly; a single "[" or "]" is text (it is in the parser too).
+_NEEDS_PARSER = re.compile(r"[{}<]|\[\[|\]\]|\[(?i:https?:|ftp:)|\[//|^-{4}|://", re.MULTILINE)
+_FREE_LINK_SCHEME = re.compile(
+    r"\b(?:bitcoin|geo|magnet|mailto|news|sips?|sms|tel|urn|xmpp):", re.I
+)
+_TEMPLATE_OUTPUT_UNSAFE = re.compile(r"[|={}\[\]]")
+# Formatting tags render as their content (and a stray one is stripped as text): only the edges go.
+_INLINE_TAG_EDGE = re.compile(
+    r"</?(?:sub|sup|small|big|span|code|s|u|i|b|em|strong|var|font|abbr|tt|del|ins|kbd|samp"
+    r"|cite|q|mark|bdi|bdo)(?:\s[^<>]*)?>",
+    re.IGNORECASE,
+)
+_LINE_BREAK_TAG = re.compile(r"<br\s*/?>|<br\s[^<>]*>", re.IGNORECASE)
+_BRACKETED_URL = re.compile(
+    r"\[(?:(?:https?|ftp)://|//)[^\s\[\]<>\"]+(?:\s+([^\[\]<>\n]*))?\]", re.IGNORECASE
+)
+
+
+class _NeedsParser(Exception):
+    """A segment the fast path cannot render exactly as the parser would."""
+
+
+_QUOTE_RUN = re.compile(r"'{2,}")
+
+
+def _plain_quotes(text: str) -> bool:
+    """Whether every line's bold/italic quote runs pair up plainly (runs of 2, 3 and 5 only, each
+    style opened and closed), so that removing the runs is what the parser's styles show; an
+    apostrophe beside a style (``''Eagle'''s``) needs the parser."""
+    for line in text.split("\n"):
+        if "''" not in line:
+            continue
+        italic = bold = 0
+        for run in _QUOTE_RUN.findall(line):
+            n = len(run)
+            if n == 2:
+                italic += 1
+            elif n == 3:
+                bold += 1
+            elif n == 5:
+                italic, bold = italic + 1, bold + 1
+            else:
+                return False
+        if italic % 2 or bold % 2:
+            return False
+    return True
+
+
+def _simple_template(match: re.Match[str]) -> str:
+    name, *params = match.group(1).split("|")
+    normalized = _normalized_template_name(name)
+    if normalized.startswith("formatnum:"):
+        return name.strip().partition(":")[2].strip()
+    render = _inline_renderer(normalized)
+    if render is None:
+        return ""
+    positional: dict[int, str] = {}
+    named: dict[str, str] = {}
+    number = 0
+    for param in params:
+        key, equals, value = param.partition("=")
+        if not equals:
+            number += 1
+            key, value = str(number), param
+        key = key.strip()
+        value = _param_value(value)
+        if key.isdigit():
+            positional[int(key)] = value
+        else:
+            named[key.lower()] = value
+    pos = [positional.get(i, "") for i in range(1, max(positional, default=0) + 1)]
+    shown = render(pos, named)
+    if _TEMPLATE_OUTPUT_UNSAFE.search(shown):
+        raise _NeedsParser  # it could change how an enclosing template splits its parameters
+    return shown
+
+
+def _url_title(match: re.Match[str]) -> str:
+    return match.group(1) or ""
+
+
+def _simple_link(match: re.Match[str], drop_namespaces: frozenset[str]) -> str:
+    title, pipe, caption = match.groups()
+    if ":" not in title and (caption or not pipe):  # an article link: what _link_text shows
+        if caption:
+            shown = caption.strip()
+        else:
+            page, _, section = title.strip().partition("#")
+            shown = (page or section).replace("_", " ").strip()
+        if "|" in shown or "=" in shown:
+            raise _NeedsParser
+        return shown
+    if _is_dropped_link(title, caption if pipe else None, drop_namespaces):
+        return ""
+    if pipe and not caption:
+        return _link_text(title, None, pipe_trick=True)
+    shown = _link_text(title, caption if pipe else None)
+    if "|" in shown or "=" in shown:
+        raise _NeedsParser  # inside a template it would split or name a parameter
+    return shown
+
+
+def _fast_render(segment: str, drop_namespaces: frozenset[str]) -> str:
+    """``segment`` (starting with ``\\n``) rendered as the parser path would, for segments of
+    prose, links, bracketed URLs, formatting tags and single-line inline templates; raises
+    _NeedsParser for anything else."""
+    text = _FAST_PREFORMATTED.sub(_DROP, segment)
+    if "<" in text:
+        text = _INLINE_TAG_EDGE.sub("", _LINE_BREAK_TAG.sub(" ", text))
+    if "[" in text:
+        text = _BRACKETED_URL.sub(_url_title, text)
+        if "[[" in text:
+            text = _SIMPLE_LINK.sub(lambda m: _simple_link(m, drop_namespaces), text)
+    if "{{" in text:
+        for _ in range(3):  # nested inline templates, innermost first
+            text = _SIMPLE_TEMPLATE.sub(_simple_template, text)
+            if "{{" not in text:
+                break
+        if "[[" in text:  # links whose caption held a template
+            text = _SIMPLE_LINK.sub(lambda m: _simple_link(m, drop_namespaces), text)
+    if (
+        _NEEDS_PARSER.search(text)
+        or (":" in text and _FREE_LINK_SCHEME.search(text))
+        or ("''" in text and not _plain_quotes(text))
+    ):
+        raise _NeedsParser  # quotes checked last: a link or {{'}} may sit beside a style
+    return text
+
+
+def _segments(text: str) -> Iterator[str]:
+    """``text`` cut at blank lines outside templates and links, each piece led by ``\\n``."""
+    pending = ""
+    for piece in _SEGMENT_BREAK.split(text):
+        pending = f"{pending}\n\n{piece}" if pending else "\n" + piece
+        if pending.count("{{") <= pending.count("}}") and pending.count("[[") <= pending.count(
+            "]]"
+        ):
+            yield pending
+            pending = ""
+    if pending:
+        yield pending
+
+
+def render_wikitext(
+    text: str, drop_namespaces: frozenset[str] = DROP_LINK_NAMESPACES, *, parse_all: bool = False
+) -> str:
+    """A page's wikitext rendered to lines (dropped lines marked), before paragraphs are formed.
+
+    The pre-pass (:func:`strip_non_prose`) cuts what never becomes prose; the rest is cut into
+    segments at blank lines (never inside a template or link). A segment of plain prose, links
+    and simple inline templates is rendered by regular expressions; any other goes to
+    mwparserfromhell and the renderer (``parse_all``: every segment does, the reference the fast
+    path is tested against)."""
+    renderer = _Renderer(drop_namespaces)
+    out: list[str] = []
+    for segment in _segments(strip_non_prose(text, drop_namespaces)):
+        if not parse_all:
+            try:
+                out.append(_fast_render(segment, drop_namespaces))
+                continue
+            except _NeedsParser:
+                pass
+        out.append(renderer.code(mwparserfromhell.parse(segment)))
+    rendered = "\n\n".join(out)
+    if "\x03" in rendered or "\x04" in rendered:
+        rendered = rendered.replace("\x03", "").replace("\x04", _PARAGRAPH_BREAK)
+    return rendered
+
+
 # --- paragraphs -------------------------------------------------------------------------------
 
 
 def _clean(paragraph: str) -> str:
-    text = _NS_LINK_MARKS.sub("", paragraph)
-    text = _REF.sub("", text)
-    text = _COMMENT.sub("", text)
-    text = _HTML_TAG.sub("", text)
-    text = html.unescape(text)
-    text = _QUOTES.sub("", text)
-    text = _MAGIC_WORD.sub("", text)
-    text = _WHITESPACE.sub(" ", text)
-    previous = None
-    while previous != text:
-        previous = text
-        text = _EMPTY_BRACKETS.sub("", text)
-        text = _PUNCT_AFTER_OPEN.sub(r"\1", text)
-        text = _PUNCT_BEFORE_CLOSE.sub(r"\1", text)
-    text = _SPACE_AFTER_OPEN.sub(r"\1", text)
+    """Marks, leftover tags, entities, quotes and magic words removed, spacing and empty
+    brackets tidied. Each step runs only when its trigger character is present."""
+    text = _NS_LINK_MARKS.sub("", paragraph) if "\x01" in paragraph else paragraph
+    if "<" in text:
+        text = _REF.sub("", text)
+        text = _COMMENT.sub("", text)
+        text = _HTML_TAG.sub("", text)
+    if "&" in text:
+        text = html.unescape(text)
+    if "''" in text:
+        text = _QUOTES.sub("", text)
+    if "__" in text:
+        text = _MAGIC_WORD.sub("", text)
+    text = " ".join(text.split())  # = _WHITESPACE.sub(" ", text).strip()
+    if ("(" in text or "[" in text) and _BRACKET_TIDY.search(text):
+        previous = None
+        while previous != text:
+            previous = text
+            text = _EMPTY_BRACKETS.sub("", text)
+            text = _PUNCT_AFTER_OPEN.sub(r"\1", text)
+            text = _PUNCT_BEFORE_CLOSE.sub(r"\1", text)
+        text = _SPACE_AFTER_OPEN.sub(r"\1", text)
     text = _SPACE_BEFORE_PUNCT.sub(r"\1", text)
-    text = _REPEATED_COMMA.sub(r"\1", text)
-    text = _COMMA_BEFORE_STOP.sub("", text)
-    return _WHITESPACE.sub(" ", text).strip()
+    if "," in text or ";" in text:
+        text = _REPEATED_COMMA.sub(r"\1", text)
+    if "," in text or ";" in text or ":" in text:
+        text = _COMMA_BEFORE_STOP.sub("", text)
+    return " ".join(text.split())
 
 
 def _is_dropped_line(line: str) -> bool:
@@ -598,18 +988,24 @@ def _is_dropped_line(line: str) -> bool:
 
 
 def wikitext_to_paragraphs(
-    text: str, *, extra_drop_namespaces: Collection[str] = (), drop_unparsed: bool = True
+    text: str,
+    *,
+    extra_drop_namespaces: Collection[str] = (),
+    drop_unparsed: bool = True,
+    parse_all: bool = False,
 ) -> list[str]:
     """The prose paragraphs of one page's wikitext, in order, each on one line.
 
     ``extra_drop_namespaces``: localized names of the file/media/category namespaces (any case).
     ``drop_unparsed``: drop a paragraph that still holds ``[[``, ``]]``, ``{{`` or ``}}`` once
     rendered: markup the parser could not match (a broken table, an unbalanced image caption).
+    ``parse_all``: every segment through the parser (:func:`render_wikitext`), the reference
+    the fast path is tested against; same paragraphs, slower.
     """
     drop = DROP_LINK_NAMESPACES | {
         n.strip().lower().replace("_", " ") for n in extra_drop_namespaces
     }
-    rendered = _Renderer(frozenset(drop)).code(mwparserfromhell.parse("\n" + text))
+    rendered = render_wikitext(text, frozenset(drop), parse_all=parse_all)
     paragraphs: list[str] = []
     current: list[str] = []
 

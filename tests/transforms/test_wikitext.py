@@ -14,6 +14,7 @@ from transforms.wikitext import (
     DEBRIS_MARKERS,
     format_date,
     markup_debris,
+    strip_non_prose,
     wikitext_to_paragraphs,
 )
 
@@ -449,3 +450,67 @@ def test_real_enwiki_leads(real_paragraphs):
     no_table_cells = [p for ps in tables.values() for p in ps if "||" in p or p.startswith("!")]
     assert no_table_cells == []
     assert sum(len(ps) for ps in enwiki.values()) > 2_000
+
+
+# --- pre-pass and fast path ---------------------------------------------------------------------
+
+
+def test_strip_non_prose_cuts_what_never_renders_and_keeps_inline_templates():
+    text = (
+        "A<!-- c -->B<ref name=x/>C<ref>r {{cite web|u}}</ref>{{Infobox|a={{b}}}}"
+        "{{convert|5|km|mi}}[[File:X.jpg|thumb|a [[link]] here]][[Category:Y]][[fr:Z]] [[Paris]]"
+        "\n{|\n| cell {{x}}\n|}\nD<math>{{a}}</math>E"
+    )
+    stripped = strip_non_prose(text)
+    for gone in ("<!--", "<ref", "cite", "Infobox", "File:", "Category:", "fr:", "cell", "math"):
+        assert gone not in stripped, gone
+    assert "{{convert|5|km|mi}}" in stripped and "[[Paris]]" in stripped
+    assert wikitext_to_paragraphs(text) == ["ABC5 km Paris", "DE"]
+
+
+def test_unbalanced_markup_is_left_for_the_parser():
+    text = "Good.\n\n{{Infobox that never closes\n| a = b\n\nMore prose."
+    assert strip_non_prose(text) == text
+    assert wikitext_to_paragraphs(text) == wikitext_to_paragraphs(text, parse_all=True)
+
+
+@pytest.mark.parametrize(
+    ("wikitext", "expected"),
+    [
+        ("''Eagle''{{'}}s ascent", ["Eagle's ascent"]),
+        ("the '[[Epoch (astronomy)|''epoch'' year]], which", ["the 'epoch year, which"]),
+        ("''A Modest Proposal'''s satire", ["A Modest Proposal's satire"]),
+        ("[[File:A.jpg|thumb|[http://example.org caption]]]\nProse.", ["Prose."]),
+        (
+            "<table><tr><td>\n<table><tr><td>inner</td></tr></table>\n<tr><td>outer</td></table>"
+            "\nProse.",
+            ["Prose."],
+        ),
+        (
+            "Intro:<blockquote>\nQuoted.\n\nMore quoted.\n</blockquote>\nAfter.",
+            ["Intro:", "Quoted.", "More quoted.", "After."],
+        ),
+        ("An [http://example.org example] and [//example.org/x] link.", ["An example and link."]),
+        ("CO<sub>2</sub> and ''x''<sup>2</sup> and [sic] text", ["CO2 and x2 and [sic] text"]),
+        ("{{nowrap|[[Paris|the city]]}} and {{lang|fr|[[La Voz]]}}", ["the city and La Voz"]),
+    ],
+)
+def test_fast_path_cases(wikitext, expected):
+    assert wikitext_to_paragraphs(wikitext) == expected
+    assert wikitext_to_paragraphs(wikitext, parse_all=True) == expected
+
+
+@pytest.mark.slow
+def test_fast_path_equals_parser_path_on_real_dumps():
+    """Plain segments rendered by regular expressions give exactly the parser's paragraphs."""
+    differing = []
+    for name in WIKI_FILES:
+        for page in _articles(name):
+            for drop_unparsed in (True, False):
+                fast = wikitext_to_paragraphs(page.text, drop_unparsed=drop_unparsed)
+                parsed = wikitext_to_paragraphs(
+                    page.text, drop_unparsed=drop_unparsed, parse_all=True
+                )
+                if fast != parsed:
+                    differing.append((name, page.title, drop_unparsed))
+    assert differing == []
