@@ -7,6 +7,8 @@ do not depend on where the corpus is stored; every later stage keys on them.
 
 from __future__ import annotations
 
+import bz2
+import gzip
 import io
 import json
 import lzma
@@ -76,9 +78,13 @@ def _size(path: str) -> int:
     return FileSystems.match([path])[0].metadata_list[0].size_in_bytes
 
 
-def _open(path: str, on_read: OnRead | None = None):
+def _open(path: str, on_read: OnRead | None = None, whole: bool = False):
     """A binary stream of the decompressed file (.bz2, .gz by Beam; .xz by lzma); ``on_read``
-    hears of the stored bytes as they are read."""
+    hears of the stored bytes as they are read.
+
+    ``whole``: .gz and .bz2 are read by Python's ``gzip``/``bz2`` instead, which (like ``lzma``)
+    raise EOFError when the compressed data ends before its end-of-stream marker: a cut file is
+    then told apart from a complete one (Beam's decompressor just stops)."""
     raw = FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
     if on_read is not None:
         raw = io.BufferedReader(_CountingStream(raw, on_read), 1 << 20)
@@ -87,7 +93,16 @@ def _open(path: str, on_read: OnRead | None = None):
     compression = CompressionTypes.detect_compression_type(path)
     if compression == CompressionTypes.UNCOMPRESSED:
         return raw
+    if whole and compression == CompressionTypes.GZIP:
+        return gzip.GzipFile(fileobj=raw, mode="rb")
+    if whole and compression == CompressionTypes.BZIP2:
+        return bz2.BZ2File(raw, mode="rb")
     return CompressedFile(raw, compression_type=compression)
+
+
+def _truncated(f: WorkUnit, local: Counter[str], error: EOFError, after: str) -> Reject:
+    local["truncated_file"] += 1
+    return Reject.of("truncated_file", f.name, f"{error}; {after}")
 
 
 def _paragraphs_of_text(text: str) -> list[str]:
@@ -141,8 +156,12 @@ class SourceReader:
     def _read_books(self, f: WorkUnit, local: Counter[str], on_read: OnRead | None):
         from transforms.book_text import clean_book
 
-        with _open(f.path, on_read) as stream:
-            data = stream.read()
+        try:
+            with _open(f.path, on_read, whole=True) as stream:
+                data = stream.read()
+        except EOFError as e:
+            yield _truncated(f, local, e, "the book is skipped")
+            return
         if not data:
             local["empty_file"] += 1
             yield Reject.of("empty_file", f.name, "")
@@ -159,24 +178,34 @@ class SourceReader:
 
     def _read_jsonl(self, f: WorkUnit, local: Counter[str], on_read: OnRead | None):
         field_name, title_field = self._text_field, self._title_field
-        with _open(f.path, on_read) as stream:
-            # Beam's decompressing file objects are not iterable: read line by line.
-            for number, raw in enumerate(iter(stream.readline, b""), start=1):
-                if not raw.strip():
-                    continue
-                try:
-                    obj = json.loads(raw)
-                except (json.JSONDecodeError, UnicodeDecodeError) as e:
-                    local["invalid_json_line"] += 1
-                    yield Reject.of("invalid_json_line", f"{f.name}:line {number}: {e}", raw)
-                    continue
-                text = obj.get(field_name) if isinstance(obj, dict) else None
-                if not isinstance(text, str):
-                    local["missing_text_field"] += 1
-                    yield Reject.of("missing_text_field", f"{f.name}:line {number}", raw)
-                    continue
-                title = str(obj.get(title_field, "")) if isinstance(obj, dict) else ""
-                yield (f"jsonl/{f.name}/{number}", "jsonl", title, _paragraphs_of_text(text))
+        number = 0
+        try:
+            with _open(f.path, on_read, whole=True) as stream:
+                # Beam's decompressing file objects are not iterable: read line by line.
+                for number, raw in enumerate(iter(stream.readline, b""), start=1):
+                    if not raw.strip():
+                        continue
+                    try:
+                        obj = json.loads(raw)
+                    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+                        local["invalid_json_line"] += 1
+                        yield Reject.of("invalid_json_line", f"{f.name}:line {number}: {e}", raw)
+                        continue
+                    text = obj.get(field_name) if isinstance(obj, dict) else None
+                    if not isinstance(text, str):
+                        local["missing_text_field"] += 1
+                        yield Reject.of("missing_text_field", f"{f.name}:line {number}", raw)
+                        continue
+                    title = str(obj.get(title_field, "")) if isinstance(obj, dict) else ""
+                    yield (
+                        f"jsonl/{f.name}/{number}",
+                        "jsonl",
+                        title,
+                        _paragraphs_of_text(text),
+                    )
+        except EOFError as e:
+            # The lines read before the cut are kept; the cut line itself is never returned.
+            yield _truncated(f, local, e, f"kept the {number:,} complete line(s) before the cut")
 
     def _read_parquet(self, f: WorkUnit, local: Counter[str], on_read: OnRead | None):
         import pyarrow.parquet as pq

@@ -713,9 +713,9 @@ def test_parallel_commits_of_one_file_never_fail_nor_hide_it(tmp_path):
 
 
 def test_damage_in_an_input_is_still_a_reject_and_its_retry_identical(tmp_path):
-    """Only reading is guarded in StageDocumentsFn: a cut-short input keeps the documents before
-    the damage and counts ``unreadable_file`` (a failing write fails the attempt, see above);
-    a retry of that unit rewrites the same files."""
+    """A cut-short input keeps the documents before the damage and counts ``truncated_file`` (the
+    reader's reject; other read errors end the unit as ``unreadable_file`` in StageDocumentsFn,
+    and a failing write fails the attempt, see above); a retry rewrites the same files."""
     text = " ".join(f"Entry {i} of the harbour log tells of fog and ships." for i in range(30))
     lines = "".join(json.dumps({"title": f"t{i}", "text": f"{text} {i}"}) + "\n" for i in range(99))
     data = lzma.compress(lines.encode("utf-8"))
@@ -725,8 +725,17 @@ def test_damage_in_an_input_is_still_a_reject_and_its_retry_identical(tmp_path):
     first = run(stage_documents_fn(staging), [element])
     files = committed(staging)
     (stats,) = first.stats
-    assert stats["jsonl.unreadable_file"] == 1 and 0 < stats["jsonl.documents"] < 99
+    assert stats["jsonl.truncated_file"] == 1 and 0 < stats["jsonl.documents"] < 99
     assert sum(c.documents for c in first.main) == stats["jsonl.documents"]
-    assert "unreadable_file" in (staging / "rejects-0-00000.jsonl").read_text()
+    assert "truncated_file" in (staging / "rejects-0-00000.jsonl").read_text()
     retry = run(stage_documents_fn(staging), [element])
     assert committed(staging) == files and retry.stats == first.stats and not partials(staging)
+
+
+def test_an_input_that_cannot_be_decompressed_is_an_unreadable_file_reject(tmp_path):
+    (tmp_path / "not-gzip.jsonl.gz").write_bytes(b"this was never gzip data\n" * 10)
+    element = (0, "jsonl", WorkUnit(str(tmp_path / "not-gzip.jsonl.gz"), "not-gzip.jsonl.gz"))
+    staging = tmp_path / "staging"
+    (stats,) = run(stage_documents_fn(staging), [element]).stats
+    assert stats["jsonl.unreadable_file"] == 1 and stats.get("jsonl.documents", 0) == 0
+    assert "unreadable_file" in (staging / "rejects-0-00000.jsonl").read_text()
