@@ -34,6 +34,7 @@ from collections import Counter
 from pathlib import Path
 
 from benchmarks.books_corpus import CORPORA, ROOT
+from benchmarks.multistream_dump import write_multistream_dump
 from benchmarks.process_tree import measure
 
 WORK = ROOT / "benchmarks" / "work" / "wikipedia"
@@ -107,22 +108,9 @@ def _make_inputs(copies: int) -> tuple[Path, Path, Path, int]:
     dump = multistream / "enwiki-copies-multistream.xml.bz2"
     if not dump.exists():
         pages = [p + "</page>\n" for b in bodies for p in b.split("</page>")[:-1]]
-        blobs = [bz2.compress(xml[:head_end].encode())]
-        index, offset = [], len(blobs[0])
-        for i in range(0, len(pages), 100):  # 100 pages a stream, as Wikimedia's dumps
-            group = pages[i : i + 100]
-            tail = "</mediawiki>\n" if i + 100 >= len(pages) else ""
-            blob = bz2.compress(("".join(group) + tail).encode())
-            for page in group:
-                page_id = page.split("<id>", 1)[1].split("</id>", 1)[0]
-                title = page.split("<title>", 1)[1].split("</title>", 1)[0]
-                index.append(f"{offset}:{page_id}:{title}")
-            blobs.append(blob)
-            offset += len(blob)
-        dump.write_bytes(b"".join(blobs))
-        (multistream / "enwiki-copies-multistream-index.txt.bz2").write_bytes(
-            bz2.compress(("\n".join(index) + "\n").encode())
-        )
+        index = multistream / "enwiki-copies-multistream-index.txt.bz2"
+        # 100 pages a stream, as Wikimedia's dumps
+        write_multistream_dump(xml[:head_end], pages, dump, index, pages_per_stream=100)
     return files, one, multistream, len(xml.encode()) * copies
 
 

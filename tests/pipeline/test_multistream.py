@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from benchmarks.multistream_dump import write_multistream_dump
 from pipeline.multistream import RangeStream, index_path, split_ranges, stream_offsets
 from tests.conftest import require_corpora
 from tests.pipeline.test_clean_job import clean
@@ -21,28 +22,12 @@ def make_multistream(target: Path, pages_per_stream: int = 10) -> Path:
     the root."""
     xml = bz2.decompress(require_corpora("wiki", WIKI).read_bytes()).decode("utf-8")
     head_end = xml.index("</siteinfo>") + len("</siteinfo>\n")
-    body, tail = xml[head_end:], "</mediawiki>\n"
+    body = xml[head_end:]
     body = body[: body.rindex("</mediawiki>")]
     pages = [p + "</page>\n" for p in body.split("</page>")[:-1]]
     dump = target / "test-multistream.xml.bz2"
-    index_lines, blobs, offset = [], [], 0
-    header = bz2.compress(xml[:head_end].encode())
-    blobs.append(header)
-    offset += len(header)
-    for i in range(0, len(pages), pages_per_stream):
-        group = pages[i : i + pages_per_stream]
-        last = i + pages_per_stream >= len(pages)
-        blob = bz2.compress(("".join(group) + (tail if last else "")).encode())
-        for page in group:
-            page_id = page.split("<id>", 1)[1].split("</id>", 1)[0]
-            title = page.split("<title>", 1)[1].split("</title>", 1)[0]
-            index_lines.append(f"{offset}:{page_id}:{title}")
-        blobs.append(blob)
-        offset += len(blob)
-    dump.write_bytes(b"".join(blobs))
-    (target / "test-multistream-index.txt.bz2").write_bytes(
-        bz2.compress(("\n".join(index_lines) + "\n").encode())
-    )
+    index = target / "test-multistream-index.txt.bz2"
+    write_multistream_dump(xml[:head_end], pages, dump, index, pages_per_stream)
     return dump
 
 
