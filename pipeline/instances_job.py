@@ -40,7 +40,15 @@ from pipeline.tokenize_documents import TokenizeDocuments
 from tokenizer.vocab import Vocab
 from tokenizer.wordpiece import BertWordPieceTokenizer
 from transforms.bert_text import DEFAULT_MAX_DOCUMENT_SENTENCES, DEFAULT_MAX_SENTENCE_CHARS
-from transforms.features import DYNAMIC, SENTENCE_PAIRS, STATIC, features_of, has_nsp
+from transforms.features import (
+    DYNAMIC,
+    INPUT_MODES,
+    MASKINGS,
+    SENTENCE_PAIRS,
+    STATIC,
+    features_of,
+    has_nsp,
+)
 from transforms.instance_batches import InstanceSettings, TokenTables
 from transforms.instances import PairConfig
 from transforms.masking import MaskingConfig
@@ -169,8 +177,8 @@ def check_settings(config: InstancesJobConfig, naming: Naming = Naming()) -> Ins
             f"{naming('bucket_size')} must be at least 2, got {config.bucket_size}"
         )
     for field_name, allowed in (
-        ("masking", ("static", "dynamic")),
-        ("input_mode", ("sentence-pairs", "full-sentences", "doc-sentences")),
+        ("masking", MASKINGS),
+        ("input_mode", INPUT_MODES),
     ):
         if getattr(config, field_name) not in allowed:
             raise JobConfigError(
@@ -525,13 +533,14 @@ def dynamic_masking_spec(config: InstancesJobConfig, vocab: Vocab) -> dict:
             ranges[-1][1] = i + 1
         else:
             ranges.append([i, i + 1])
+    masking = config.settings().masking  # the static path's rules, branch probabilities included
     return {
-        "masked_lm_prob": config.masked_lm_prob,
-        "max_predictions_per_seq": config.max_predictions_per_seq,
-        "whole_word_mask": config.whole_word_mask,
-        "mask_token_prob": 0.8,
-        "keep_token_prob": 0.1,
-        "random_token_prob": 0.1,
+        "masked_lm_prob": masking.masked_lm_prob,
+        "max_predictions_per_seq": masking.max_predictions_per_seq,
+        "whole_word_mask": masking.whole_word_mask,
+        "mask_token_prob": masking.mask_token_prob,
+        "keep_token_prob": masking.keep_token_prob,
+        "random_token_prob": masking.random_token_prob,
         "vocab_size": len(vocab),
         "special_ids": {
             "pad": vocab.pad_id,

@@ -14,6 +14,8 @@ from typing import Any, get_type_hints
 
 import yaml
 
+from transforms.features import INPUT_MODES, MASKINGS
+
 
 class ConfigError(ValueError):
     """The configuration is invalid; the message names the key."""
@@ -142,9 +144,9 @@ def _validate(config: RunConfig) -> RunConfig:
     for i, phase in enumerate(config.phases):
         if not phase.name.replace("-", "").replace("_", "").isalnum():
             raise ConfigError(f"phases[{i}].name: letters, digits, - and _ only")
-        if phase.masking not in ("static", "dynamic"):
+        if phase.masking not in MASKINGS:
             raise ConfigError(f"phases[{i}].masking: must be static or dynamic")
-        if phase.input_mode not in ("sentence-pairs", "full-sentences", "doc-sentences"):
+        if phase.input_mode not in INPUT_MODES:
             raise ConfigError(
                 f"phases[{i}].input_mode: must be sentence-pairs, full-sentences or doc-sentences"
             )

@@ -16,6 +16,7 @@ from pipeline.instances_job import (
     run_instances_job,
 )
 from transforms.bert_text import DEFAULT_MAX_DOCUMENT_SENTENCES, DEFAULT_MAX_SENTENCE_CHARS
+from transforms.features import INPUT_MODES, MASKINGS, SENTENCE_PAIRS, STATIC
 
 HELP = "create BERT pretraining instances (sentence pairs + masks) as sharded TFRecords"
 EPILOG = """\
@@ -91,15 +92,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     inst.add_argument(
         "--masking",
-        choices=("static", "dynamic"),
-        default="static",
+        choices=MASKINGS,
+        default=STATIC,
         help="static: 80/10/10 masks in the records; dynamic: unmasked records, masked by the "
         "trainer in tf.data (a new mask every step)",
     )
     inst.add_argument(
         "--input-mode",
-        choices=("sentence-pairs", "full-sentences", "doc-sentences"),
-        default="sentence-pairs",
+        choices=INPUT_MODES,
+        default=SENTENCE_PAIRS,
         help="sentence pairs with NSP, or contiguous sentences packed to the length without NSP "
         "(full-sentences crosses documents with a [SEP], doc-sentences stays in one)",
     )
