@@ -49,9 +49,9 @@ from pipeline.progress import ProgressMonitor, ProgressReporter, progress_dir
 from pipeline.source_readers import SourceReader, WorkUnit
 from pipeline.stats import STATS_TAG, MergeCounts
 from transforms.duplicate_keys import chunk_of, row_of
+from transforms.features import MANIFEST
 
 LOG = logging.getLogger("bertprep.clean")
-MANIFEST = "manifest.json"
 REJECTS = "rejects.jsonl"
 MANIFEST_FORMAT = "bertprep.clean/1"
 SOURCES = ("wikipedia", "books", "jsonl", "parquet")

@@ -43,6 +43,7 @@ from transforms.bert_text import DEFAULT_MAX_DOCUMENT_SENTENCES, DEFAULT_MAX_SEN
 from transforms.features import (
     DYNAMIC,
     INPUT_MODES,
+    MANIFEST,
     MASKINGS,
     SENTENCE_PAIRS,
     STATIC,
@@ -51,10 +52,9 @@ from transforms.features import (
 )
 from transforms.instance_batches import InstanceSettings, TokenTables
 from transforms.instances import PairConfig
-from transforms.masking import MaskingConfig
+from transforms.masking import MaskingConfig, prediction_budget
 
 LOG = logging.getLogger("bertprep.instances")
-MANIFEST = "manifest.json"
 REJECTS = "rejects.jsonl"
 _RESULT = ".pipeline-result.json"
 SPILL_DIR = ".spill"
@@ -202,7 +202,7 @@ def check_settings(config: InstancesJobConfig, naming: Naming = Naming()) -> Ins
     except ValueError as e:
         pattern = r"\b(" + "|".join(_SETTING_FIELDS) + r")\b"
         raise JobConfigError(re.sub(pattern, lambda m: naming(m.group(1)), str(e))) from e
-    full = max(1, int(round(config.max_seq_length * config.masked_lm_prob)))
+    full = prediction_budget(config.max_seq_length, config.masked_lm_prob)
     if config.max_predictions_per_seq < full and not config.allow_prediction_cap:
         raise JobConfigError(
             f"{naming('max_predictions_per_seq')} {config.max_predictions_per_seq} is too small "
@@ -232,9 +232,7 @@ def check_config(
 
 def token_tables(vocab: Vocab, config: InstancesJobConfig) -> TokenTables:
     return TokenTables(
-        cls_id=vocab.cls_id,
-        sep_id=vocab.sep_id,
-        mask_id=vocab.mask_id,
+        ids=vocab.special_ids(),
         replacement_ids=vocab.replacement_ids(include_special=config.reference_random_tokens),
         is_continuation=vocab.continuation_mask(),
     )

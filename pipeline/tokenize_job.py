@@ -26,8 +26,8 @@ from pipeline.progress import ProgressMonitor, ProgressReporter, progress_dir
 from pipeline.stats import STATS_TAG, MergeCounts
 from pipeline.token_files import INDEX_SUFFIX, TokenizeFileFn
 from tokenizer.vocab import Vocab
+from transforms.features import MANIFEST
 
-MANIFEST = "manifest.json"
 MANIFEST_FORMAT = "bertprep.tokens/1"
 INDEX_PATTERN = f"tokens-*{INDEX_SUFFIX}"
 

@@ -24,6 +24,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipeline.artifacts import write_bytes_atomically
 from pipeline.input_files import expand_inputs
+from transforms.features import MANIFEST
 from transforms.seeding import stable_hash64
 
 MANIFEST_FORMAT = "bertprep.vocab/1"
@@ -219,7 +220,7 @@ def run_vocab_job(
         "seconds": {"sampling": round(sampling_s, 2), "training": round(training_s, 2)},
     }
     _write_text(
-        FileSystems.join(config.output, "manifest.json"),
+        FileSystems.join(config.output, MANIFEST),
         json.dumps(manifest, indent=2, sort_keys=True) + "\n",
     )
     return manifest | {"report": report}

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from transforms.special_ids import SpecialIds
+
 REQUIRED_SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 _BRACKETED = re.compile(r"^\[[^\[\]]+\]$")
 
@@ -88,6 +90,12 @@ class Vocab:
     @property
     def unk_id(self) -> int:
         return self.token_to_id["[UNK]"]
+
+    def special_ids(self) -> SpecialIds:
+        """This vocabulary's special ids and size."""
+        return SpecialIds(
+            self.cls_id, self.sep_id, self.mask_id, self.unk_id, self.pad_id, len(self.tokens)
+        )
 
     def continuation_mask(self) -> np.ndarray:
         """bool[len(vocab)]: True where the token is a WordPiece continuation (``##x``)."""

@@ -36,25 +36,7 @@ from functools import lru_cache
 
 import numpy as np
 
-
-@dataclass(frozen=True)
-class SpecialIds:
-    """The special token ids of the vocabulary the shards were written with."""
-
-    cls_id: int = 101
-    sep_id: int = 102
-    pad_id: int = 0
-    vocab_size: int | None = None  # when known, ids must lie in [0, vocab_size)
-
-    def __post_init__(self) -> None:
-        if len({self.cls_id, self.sep_id, self.pad_id}) != 3:
-            raise ValueError(f"[CLS], [SEP] and pad ids must differ: {self}")
-        if min(self.cls_id, self.sep_id, self.pad_id) < 0:
-            raise ValueError(f"special ids must be >= 0: {self}")
-        if self.vocab_size is not None and max(self.cls_id, self.sep_id, self.pad_id) >= (
-            self.vocab_size
-        ):
-            raise ValueError(f"special ids must be < vocab_size: {self}")
+from transforms.special_ids import SpecialIds
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace, extra: list[str]) -> int:
     from shards.reader import Frames, open_shard
     from transforms.example_encoding import decode_example
-    from transforms.record_view import ViewIds, describe_record, render_record
+    from transforms.record_view import describe_record, render_record
 
     shard_set = shard_set_or_exit_code("inspect", args, extra)
     if isinstance(shard_set, int):
@@ -40,13 +40,13 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     if not args.json:
         for note in shard_set.notes:
             print(f"note: {note}", file=sys.stderr)
-    ids = ViewIds(shard_set.cls_id, shard_set.sep_id, shard_set.mask_id)
+    ids = shard_set.ids
     wanted = range(args.index, args.index + 1) if args.index is not None else range(args.n)
     shown = 0
     global_index = 0
     status = 0
     for shard in shard_set.paths:
-        with open_shard(shard) as stream:
+        with open_shard(shard, shard_set.files) as stream:
             frames = Frames(stream, shard)
             for index, offset, data in frames:
                 if global_index in wanted:

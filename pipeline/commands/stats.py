@@ -164,7 +164,6 @@ def add_kind_figures(report: dict, total, shard_set) -> None:
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
     from shards.scan import ScanRequest, scan_shards
-    from transforms.record_stats import StatsIds
 
     shard_set = shard_set_or_exit_code("stats", args, extra)
     if isinstance(shard_set, int):
@@ -174,13 +173,8 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     limit = math.ceil(args.sample / len(shard_set.paths)) if args.sample else None
     request = ScanRequest(
         sizes=shard_set.sizes,
-        stats_ids=StatsIds(
-            shard_set.cls_id,
-            shard_set.sep_id,
-            shard_set.mask_id,
-            shard_set.unk_id,
-            shard_set.pad_id,
-        ),
+        stats_ids=shard_set.ids,
+        files=shard_set.files,
         limit_records=limit,
     )
     scans = scan_shards(shard_set.paths, request, args.workers or None)
