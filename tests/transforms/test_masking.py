@@ -551,3 +551,17 @@ def test_mask_rows_deterministic_per_seed(whole_word_mask):
     for name in ("input_ids", "positions", "label_ids", "weights", "counts", "decisions"):
         assert np.array_equal(getattr(a, name), getattr(b, name))
     assert not np.array_equal(a.positions, c.positions)
+
+
+def test_prediction_budget_is_the_references_formula():
+    from transforms.masking import prediction_budget
+
+    assert prediction_budget(128, 0.15) == 19 and prediction_budget(512, 0.15) == 77
+    assert prediction_budget(128, 0.15, 20) == 19 and prediction_budget(512, 0.15, 76) == 76
+    assert prediction_budget(3, 0.0) == 1  # at least one
+    assert prediction_budget(10, 0.25) == 2 and prediction_budget(30, 0.05) == 2  # half to even
+    lengths = np.arange(200)
+    assert prediction_budget(lengths, 0.15, 20).tolist() == [
+        min(20, max(1, round(n * 0.15))) for n in lengths
+    ]
+    assert isinstance(prediction_budget(7, 0.15), int)
