@@ -89,9 +89,9 @@ def _paragraphs_of(path: Path) -> list[str]:
 
 def build_pool(progress=print) -> list[str]:
     """The deduplicated sentences of every shared book and dump, in source order."""
+    from benchmarks.markup_debris import markup_debris
     from transforms.sentences import SentenceSplitter
     from transforms.text_normalization import normalize_text
-    from transforms.wikitext import markup_debris
 
     splitter = SentenceSplitter.for_language("english", [CORPORA / "nltk_data"])
     seen: set[str] = set()

@@ -110,15 +110,6 @@ class TfFileSystem:
         return tf.io.gfile.GFile(path, "rb")  # type: ignore[return-value]
 
 
-def expand_patterns(patterns: list[str] | tuple[str, ...]) -> list[str]:
-    """Shard files named by files, globs or directories, sorted and deduplicated, by the shard
-    tools' rules (``shards.resolve.expand_shard_paths``)."""
-    try:
-        return expand_shard_paths(list(patterns), TfFileSystem())
-    except ShardPathError as e:
-        raise ShardConfigError(str(e)) from e
-
-
 def compression_of(path: str) -> str:
     """``"GZIP"`` when the file starts with the gzip magic bytes, else ``""`` (name is ignored)."""
     with tf.io.gfile.GFile(path, "rb") as f:

@@ -165,29 +165,9 @@ def smallest_per_row(keys: np.ndarray, k: int) -> np.ndarray:
     return np.take_along_axis(part, within, axis=1)
 
 
-def word_groups(
-    row_ids: np.ndarray, row_candidate: np.ndarray, is_continuation: np.ndarray
-) -> list[list[int]]:
-    """Candidate positions grouped into words: a ``##`` piece joins the word before it.
-
-    A group never crosses a non-candidate position ([SEP]), so words stay within a segment.
-    """
-    groups: list[list[int]] = []
-    previous_candidate = False
-    for pos in range(len(row_ids)):
-        if not row_candidate[pos]:
-            previous_candidate = False
-            continue
-        if previous_candidate and is_continuation[row_ids[pos]]:
-            groups[-1].append(pos)
-        else:
-            groups.append([pos])
-        previous_candidate = True
-    return groups
-
-
 def word_starts(ids: np.ndarray, candidate: np.ndarray, is_continuation: np.ndarray) -> np.ndarray:
-    """bool (N, L): True at the first piece of each candidate word (vectorized ``word_groups``)."""
+    """bool (N, L): True at the first piece of each candidate word: a candidate ``##`` piece
+    right after a candidate joins the word before it, so a word never crosses [SEP]."""
     previous = np.zeros_like(candidate)
     previous[:, 1:] = candidate[:, :-1]
     return candidate & ~(previous & is_continuation[ids])

@@ -12,7 +12,6 @@ from transforms.masking import (
     RANDOM,
     MaskingConfig,
     mask_rows,
-    word_groups,
 )
 
 # [PAD] [UNK] [CLS] [SEP] [MASK] [unused0..4] w0..w39 ##c0..##c39
@@ -25,6 +24,27 @@ WORD_IDS = np.array([VOCAB.id_of(w) for w in WORDS])
 PIECE_IDS = np.array([VOCAB.id_of(p) for p in PIECES])
 IS_CONTINUATION = VOCAB.continuation_mask()
 REPLACEMENT = VOCAB.replacement_ids()
+
+
+def word_groups(
+    row_ids: np.ndarray, row_candidate: np.ndarray, is_continuation: np.ndarray
+) -> list[list[int]]:
+    """Candidate positions grouped into words (the scalar reading of ``word_starts``): a ``##`` piece joins the word before it.
+
+    A group never crosses a non-candidate position ([SEP]), so words stay within a segment.
+    """
+    groups: list[list[int]] = []
+    previous_candidate = False
+    for pos in range(len(row_ids)):
+        if not row_candidate[pos]:
+            previous_candidate = False
+            continue
+        if previous_candidate and is_continuation[row_ids[pos]]:
+            groups[-1].append(pos)
+        else:
+            groups.append([pos])
+        previous_candidate = True
+    return groups
 
 
 def test_vocab_tables_used_here():

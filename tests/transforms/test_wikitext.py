@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.markup_debris import markup_debris
 from tests.conftest import require_corpora
 from transforms.mediawiki_xml import WikiPage, iter_pages
 from transforms.wikitext import (
     DEBRIS_MARKERS,
     format_date,
-    markup_debris,
     strip_non_prose,
     wikitext_to_paragraphs,
 )
