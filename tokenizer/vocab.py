@@ -18,6 +18,11 @@ class VocabError(ValueError):
     """The vocabulary file is unusable (missing special tokens, duplicates, empty)."""
 
 
+def _special_id(token: str) -> property:
+    """A read-only attribute: the id of ``token`` (one of ``REQUIRED_SPECIAL_TOKENS``)."""
+    return property(lambda self: self.token_to_id[token], doc=f"The id of {token}.")
+
+
 @dataclass(frozen=True)
 class Vocab:
     """Tokens in id order, plus the derived tables instance creation needs.
@@ -71,25 +76,11 @@ class Vocab:
     def id_of(self, token: str) -> int:
         return self.token_to_id[token]
 
-    @property
-    def pad_id(self) -> int:
-        return self.token_to_id["[PAD]"]
-
-    @property
-    def cls_id(self) -> int:
-        return self.token_to_id["[CLS]"]
-
-    @property
-    def sep_id(self) -> int:
-        return self.token_to_id["[SEP]"]
-
-    @property
-    def mask_id(self) -> int:
-        return self.token_to_id["[MASK]"]
-
-    @property
-    def unk_id(self) -> int:
-        return self.token_to_id["[UNK]"]
+    pad_id = _special_id("[PAD]")
+    cls_id = _special_id("[CLS]")
+    sep_id = _special_id("[SEP]")
+    mask_id = _special_id("[MASK]")
+    unk_id = _special_id("[UNK]")
 
     def special_ids(self) -> SpecialIds:
         """This vocabulary's special ids and size."""
