@@ -8,11 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.markup_debris import markup_debris
+from benchmarks.markup_debris import DEBRIS_MARKERS, markup_debris
 from tests.conftest import require_corpora
 from transforms.mediawiki_xml import WikiPage, iter_pages
 from transforms.wikitext import (
-    DEBRIS_MARKERS,
     format_date,
     strip_non_prose,
     wikitext_to_paragraphs,
