@@ -13,10 +13,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from benchmarks.markup_debris import markup_debris
 from pipeline.beam_options import make_pipeline_options
 from pipeline.clean_job import CleanConfigError, CleanJobConfig, run_clean_job
 from tests.conftest import require_corpora
-from transforms.wikitext import markup_debris
 
 
 def clean(tmp_path: Path, name: str = "out", **settings) -> tuple[dict, Path]:
