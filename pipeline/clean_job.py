@@ -49,6 +49,7 @@ from pipeline.progress import ProgressMonitor, ProgressReporter, progress_dir
 from pipeline.source_readers import SourceReader, WorkUnit
 from pipeline.stats import STATS_TAG, MergeCounts
 from transforms.duplicate_keys import chunk_of, row_of
+from transforms.errors import UserError
 
 LOG = logging.getLogger("bertprep.clean")
 MANIFEST = "manifest.json"
@@ -58,7 +59,7 @@ SOURCES = ("wikipedia", "books", "jsonl", "parquet")
 _RESULT = ".pipeline-result.json"
 
 
-class CleanConfigError(ValueError):
+class CleanConfigError(UserError, ValueError):
     """The cleaning job's configuration is unusable; the message says why."""
 
 

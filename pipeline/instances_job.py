@@ -40,6 +40,7 @@ from pipeline.tokenize_documents import TokenizeDocuments
 from tokenizer.vocab import Vocab
 from tokenizer.wordpiece import BertWordPieceTokenizer
 from transforms.bert_text import DEFAULT_MAX_DOCUMENT_SENTENCES, DEFAULT_MAX_SENTENCE_CHARS
+from transforms.errors import UserError
 from transforms.features import (
     DYNAMIC,
     INPUT_MODES,
@@ -61,11 +62,11 @@ SPILL_DIR = ".spill"
 MANIFEST_FORMAT = "bertprep.instances/1"
 
 
-class JobConfigError(ValueError):
+class JobConfigError(UserError, ValueError):
     """The job's configuration cannot produce correct output; the message says why."""
 
 
-class NoInstancesError(RuntimeError):
+class NoInstancesError(UserError, RuntimeError):
     """The job ran but produced zero instances; the message says why."""
 
 

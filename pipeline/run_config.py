@@ -14,10 +14,11 @@ from typing import Any, get_type_hints
 
 import yaml
 
+from transforms.errors import UserError
 from transforms.features import INPUT_MODES, MASKINGS
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError, ValueError):
     """The configuration is invalid; the message names the key."""
 
 

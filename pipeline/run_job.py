@@ -23,6 +23,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipeline.artifacts import write_json_atomically
 from pipeline.run_config import RunConfig
+from transforms.errors import UserError
 
 STAGE_FILE = "stage.json"
 SUMMARY = "run_summary.json"
@@ -37,7 +38,7 @@ def fingerprint(*parts: object) -> str:
     return hashlib.sha256(data).hexdigest()[:16]
 
 
-class EmptyTokensError(RuntimeError):
+class EmptyTokensError(UserError, RuntimeError):
     """The tokenize stage kept no training document; the message says where the rejects are."""
 
 

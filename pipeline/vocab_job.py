@@ -24,13 +24,14 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipeline.artifacts import write_bytes_atomically
 from pipeline.input_files import expand_inputs
+from transforms.errors import UserError
 from transforms.seeding import stable_hash64
 
 MANIFEST_FORMAT = "bertprep.vocab/1"
 _SAMPLES = ".samples"
 
 
-class VocabJobError(ValueError):
+class VocabJobError(UserError, ValueError):
     """The vocabulary cannot be trained as asked; the message says why."""
 
 

@@ -18,6 +18,7 @@ from typing import BinaryIO
 
 import numpy as np
 
+from transforms.errors import UserError
 from transforms.example_encoding import decode_example
 from transforms.features import SENTENCE_PAIRS, STATIC, features_of, kind_lengths
 from transforms.tfrecord import masked_crc32c
@@ -28,7 +29,7 @@ _U32 = struct.Struct("<I")
 _MAX_RECORD_BYTES = 1 << 30
 
 
-class ShardPathError(ValueError):
+class ShardPathError(UserError, ValueError):
     """A shard path or pattern matched nothing usable."""
 
 

@@ -21,6 +21,7 @@ import tensorflow as tf
 from shards.reader import RecordSizes, ShardPathError, expand_shard_paths, spec_problems
 from trainer.dynamic_masking import DynamicMasking, mask_batch
 from trainer.model_presets import ModelConfig
+from transforms.errors import UserError
 from transforms.example_encoding import decode_example
 from transforms.features import DYNAMIC, SENTENCE_PAIRS, STATIC, has_nsp
 
@@ -28,7 +29,7 @@ MANIFEST = "manifest.json"
 GZIP_MAGIC = b"\x1f\x8b"
 
 
-class ShardConfigError(ValueError):
+class ShardConfigError(UserError, ValueError):
     """The shards cannot be used as configured (missing, unreadable, or sizes that disagree)."""
 
 
@@ -254,7 +255,7 @@ def resolve_shards(patterns: list[str] | tuple[str, ...]) -> ShardInfo:
     )
 
 
-class ConfigMismatchError(ValueError):
+class ConfigMismatchError(UserError, ValueError):
     """The model or trainer configuration does not fit the shards (found before step one)."""
 
 

@@ -78,9 +78,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace, beam_args: list[str]) -> int:
-    from pipeline.beam_options import UnsafeRunnerModeError, make_pipeline_options
-    from pipeline.clean_job import CleanConfigError, CleanJobConfig, run_clean_job
-    from pipeline.input_files import NoInputFilesError
+    from pipeline.beam_options import make_pipeline_options
+    from pipeline.clean_job import CleanJobConfig, run_clean_job
 
     progress = progress_printer("clean")
 
@@ -102,11 +101,7 @@ def run(args: argparse.Namespace, beam_args: list[str]) -> int:
         multistream_bytes=args.multistream_mb << 20,
         seed=args.seed,
     )
-    try:
-        manifest = run_clean_job(config, make_pipeline_options(beam_args), progress)
-    except (UnsafeRunnerModeError, CleanConfigError, NoInputFilesError) as e:
-        print(f"bertprep clean: error: {e}", file=sys.stderr)
-        return 2
+    manifest = run_clean_job(config, make_pipeline_options(beam_args), progress)
     for source, counts in sorted(manifest["counts"].items()):
         shown = ", ".join(f"{k} {v:,}" for k, v in sorted(counts.items()))
         print(f"  {source}: {shown}", file=sys.stderr)

@@ -6,13 +6,11 @@ import argparse
 import sys
 import time
 
-from pipeline.beam_options import UnsafeRunnerModeError, make_pipeline_options
+from pipeline.beam_options import make_pipeline_options
 from pipeline.commands.common import add_command, parse_bool, progress_printer
-from pipeline.input_files import NoInputFilesError
 from pipeline.instances_job import (
     InstancesJobConfig,
     JobConfigError,
-    NoInstancesError,
     run_instances_job,
 )
 from transforms.bert_text import DEFAULT_MAX_DOCUMENT_SENTENCES, DEFAULT_MAX_SENTENCE_CHARS
@@ -298,15 +296,11 @@ def format_summary(manifest: dict) -> str:
 def run(args: argparse.Namespace, beam_args: list[str]) -> int:
     progress = progress_printer("instances")
 
-    try:
-        config = config_from_args(args)
-        options = make_pipeline_options(beam_args)
-        started = time.monotonic()
-        progress(f"writing {config.num_shards} shard(s) to {config.output}")
-        manifest = run_instances_job(config, options, progress)
-    except (UnsafeRunnerModeError, JobConfigError, NoInputFilesError, NoInstancesError) as e:
-        print(f"bertprep instances: error: {e}", file=sys.stderr)
-        return 2
+    config = config_from_args(args)
+    options = make_pipeline_options(beam_args)
+    started = time.monotonic()
+    progress(f"writing {config.num_shards} shard(s) to {config.output}")
+    manifest = run_instances_job(config, options, progress)
     progress(f"done in {time.monotonic() - started:.1f} s; manifest: {config.output}/manifest.json")
     print(format_summary(manifest), file=sys.stderr)
     return 0

@@ -8,8 +8,9 @@ from ``--vocab``, else the manifest's vocab path when it is readable and its sha
 from __future__ import annotations
 
 import argparse
-import sys
 from dataclasses import dataclass
+
+from transforms.errors import UserError
 
 
 def add_shard_arguments(p: argparse.ArgumentParser, *, paths_help: str) -> None:
@@ -127,18 +128,16 @@ def resolve_shard_set(args: argparse.Namespace, manifest_path: str | None = None
     )
 
 
-def shard_set_or_exit_code(
-    command: str, args: argparse.Namespace, extra: list[str], manifest_path: str | None = None
-) -> ShardSet | int:
-    """The command's ShardSet, or 2 after printing why it cannot be had (stray arguments, no
+def command_shard_set(
+    args: argparse.Namespace, extra: list[str], manifest_path: str | None = None
+) -> ShardSet:
+    """The command's ShardSet; a UserError says why it cannot be had (stray arguments, no
     matching shards, an unreadable manifest or vocab)."""
-    from shards.reader import ShardPathError
-
     if extra:
-        print(f"bertprep {command}: error: unknown arguments {' '.join(extra)}", file=sys.stderr)
-        return 2
+        raise UserError(f"unknown arguments {' '.join(extra)}")
     try:
         return resolve_shard_set(args, manifest_path=manifest_path)
-    except (ShardPathError, OSError, ValueError) as e:
-        print(f"bertprep {command}: error: {e}", file=sys.stderr)
-        return 2
+    except UserError:
+        raise
+    except (OSError, ValueError) as e:
+        raise UserError(str(e)) from e

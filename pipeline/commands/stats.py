@@ -11,7 +11,7 @@ from pipeline.commands.common import add_command
 from pipeline.commands.shard_set import (
     add_shard_arguments,
     add_workers_argument,
-    shard_set_or_exit_code,
+    command_shard_set,
 )
 
 HELP = "measure shards: counts, IsNext ratio, lengths, padding, 80/10/10, [UNK] rate, top tokens"
@@ -166,9 +166,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     from shards.scan import ScanRequest, scan_shards
     from transforms.record_stats import StatsIds
 
-    shard_set = shard_set_or_exit_code("stats", args, extra)
-    if isinstance(shard_set, int):
-        return shard_set
+    shard_set = command_shard_set(args, extra)
     for note in shard_set.notes:
         print(f"note: {note}", file=sys.stderr)
     limit = math.ceil(args.sample / len(shard_set.paths)) if args.sample else None

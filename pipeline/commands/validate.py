@@ -11,8 +11,9 @@ from pipeline.commands.common import add_command
 from pipeline.commands.shard_set import (
     add_shard_arguments,
     add_workers_argument,
-    shard_set_or_exit_code,
+    command_shard_set,
 )
+from transforms.errors import UserError
 
 HELP = "check every record against the feature contract, the manifest and a trainer config"
 EPILOG = (
@@ -144,14 +145,11 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     from shards.scan import ScanRequest, scan_shards
     from transforms.record_checks import SpecialIds
 
-    shard_set = shard_set_or_exit_code("validate", args, extra, manifest_path=args.against)
-    if isinstance(shard_set, int):
-        return shard_set
+    shard_set = command_shard_set(args, extra, manifest_path=args.against)
     try:
         trainer = _load_config(args.trainer_config) if args.trainer_config else None
     except (OSError, ValueError) as e:
-        print(f"bertprep validate: error: {e}", file=sys.stderr)
-        return 2
+        raise UserError(str(e)) from e
     continuation = None
     if shard_set.tokens is not None:
         import numpy as np

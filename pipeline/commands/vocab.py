@@ -57,9 +57,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace, beam_args: list[str]) -> int:
-    from pipeline.beam_options import UnsafeRunnerModeError, make_pipeline_options
-    from pipeline.input_files import NoInputFilesError
-    from pipeline.vocab_job import VocabJobConfig, VocabJobError, run_vocab_job
+    from pipeline.beam_options import make_pipeline_options
+    from pipeline.vocab_job import VocabJobConfig, run_vocab_job
 
     progress = progress_printer("vocab")
 
@@ -77,11 +76,7 @@ def run(args: argparse.Namespace, beam_args: list[str]) -> int:
         seed=args.seed,
         compare_vocab=args.compare_vocab,
     )
-    try:
-        manifest = run_vocab_job(config, make_pipeline_options(beam_args), progress)
-    except (UnsafeRunnerModeError, VocabJobError, NoInputFilesError) as e:
-        print(f"bertprep vocab: error: {e}", file=sys.stderr)
-        return 2
+    manifest = run_vocab_job(config, make_pipeline_options(beam_args), progress)
     report = manifest["report"]
     summary = {"vocab": report["heldout"], "seconds": manifest["seconds"]}
     if "compare" in report:
