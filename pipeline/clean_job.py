@@ -50,6 +50,7 @@ from pipeline.source_readers import SourceReader, WorkUnit
 from pipeline.stats import STATS_TAG, MergeCounts
 from transforms.duplicate_keys import chunk_of, row_of
 from transforms.errors import UserError
+from transforms.seeding import DEFAULT_SEED
 
 LOG = logging.getLogger("bertprep.clean")
 MANIFEST = "manifest.json"
@@ -85,12 +86,21 @@ class CleanJobConfig:
     export_text: bool = True
     chunk_documents: int = 4096
     """At most this many documents per staged chunk (and per output file)."""
-    chunk_bytes: int = 16 << 20
-    """A chunk is closed once its text reaches this many characters."""
+    chunk_mb: float = 16
+    """A chunk is closed once its text reaches this many MB (2**20 characters)."""
     punkt_sample_documents: int = 2000
     max_sentence_chars: int = 2000
-    multistream_bytes: int = 64 << 20
-    seed: int = 12345
+    multistream_mb: float = 64
+    """A multistream dump with its index is split into ranges of about this many compressed MB."""
+    seed: int = DEFAULT_SEED
+
+    @property
+    def chunk_bytes(self) -> int:
+        return int(self.chunk_mb * 2**20)
+
+    @property
+    def multistream_bytes(self) -> int:
+        return int(self.multistream_mb * 2**20)
 
     def inputs(self) -> dict[str, list[str]]:
         return {s: getattr(self, s) for s in SOURCES if getattr(self, s)}

@@ -53,6 +53,7 @@ from transforms.features import (
 from transforms.instance_batches import InstanceSettings, TokenTables
 from transforms.instances import PairConfig
 from transforms.masking import MaskingConfig
+from transforms.seeding import DEFAULT_SEED
 
 LOG = logging.getLogger("bertprep.instances")
 MANIFEST = "manifest.json"
@@ -86,7 +87,7 @@ class InstancesJobConfig:
     masked_lm_prob: float = 0.15
     dupe_factor: int = 10
     short_seq_prob: float = 0.1
-    seed: int = 12345
+    seed: int = DEFAULT_SEED
     num_shards: int = 256
     do_lower_case: bool = True
     whole_word_mask: bool = False

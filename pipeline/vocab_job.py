@@ -25,7 +25,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from pipeline.artifacts import write_bytes_atomically
 from pipeline.input_files import expand_inputs
 from transforms.errors import UserError
-from transforms.seeding import stable_hash64
+from transforms.seeding import DEFAULT_SEED, stable_hash64
 
 MANIFEST_FORMAT = "bertprep.vocab/1"
 _SAMPLES = ".samples"
@@ -49,7 +49,7 @@ class VocabJobConfig:
     min_frequency: int = 2
     reserved_unused: int = 994
     limit_alphabet: int = 1000
-    seed: int = 12345
+    seed: int = DEFAULT_SEED
     compare_vocab: str | None = None
     exclude_eval_fraction: float = 0.0
     """Documents the split stage holds out (same seed) are neither trained on nor reported on."""

@@ -39,7 +39,7 @@ from transforms.instances import (
     pack_spans,
 )
 from transforms.masking import KEPT, MASKED, RANDOM, MaskingConfig, mask_rows, word_starts
-from transforms.seeding import numpy_rng, python_rng
+from transforms.seeding import DEFAULT_SEED, numpy_rng, python_rng
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ class InstanceSettings:
     pairs: PairConfig
     masking: MaskingConfig
     dupe_factor: int = 10
-    seed: int = 12345
+    seed: int = DEFAULT_SEED
     batch_size: int = 2048
     masking_kind: str = STATIC
     """``static`` (masks in the record) or ``dynamic`` (unmasked records, masked by the trainer)."""

@@ -5,7 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 
+from pipeline.clean_job import CleanJobConfig
 from pipeline.commands.common import add_command, progress_printer
+from pipeline.job_config import flag_defaults
+
+DEFAULTS = flag_defaults(CleanJobConfig)
+"""The flags' defaults: the job config's."""
 
 HELP = "clean raw corpora into sentence-split documents (Parquet + BERT text export)"
 EPILOG = """\
@@ -27,50 +32,60 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     src.add_argument("--books", action="append", default=[], help="one book per text file")
     src.add_argument("--jsonl", action="append", default=[], help="JSON lines, one doc per line")
     src.add_argument("--parquet", action="append", default=[], help="Parquet, one doc per row")
-    src.add_argument("--text-field", default="text", help="text field of JSONL/Parquet records")
-    src.add_argument("--title-field", default="title", help="title field of JSONL/Parquet records")
+    src.add_argument(
+        "--text-field", default=DEFAULTS["text_field"], help="text field of JSONL/Parquet records"
+    )
+    src.add_argument(
+        "--title-field",
+        default=DEFAULTS["title_field"],
+        help="title field of JSONL/Parquet records",
+    )
     out = p.add_argument_group("output")
     out.add_argument("--output", required=True, help="output directory")
     out.add_argument(
         "--chunk-mb",
-        type=int,
-        default=16,
+        type=float,
+        default=DEFAULTS["chunk_mb"],
         help="text per output file (and per unit of work after reading), in MB",
     )
     out.add_argument(
         "--export-text",
         action=argparse.BooleanOptionalAction,
-        default=True,
+        default=DEFAULTS["export_text"],
         help="also write the BERT text format under OUTPUT/text",
     )
     flt = p.add_argument_group("filters")
     flt.add_argument(
         "--dedup",
         choices=["exact", "near", "none"],
-        default="exact",
+        default=DEFAULTS["dedup"],
         help="exact: normalized content hash; near: also MinHash/LSH",
     )
     flt.add_argument(
         "--near-threshold",
         type=float,
-        default=0.8,
+        default=DEFAULTS["near_threshold"],
         help="estimated Jaccard similarity of word 5-shingles for --dedup near",
     )
-    flt.add_argument("--min-words", type=int, default=20, help="shorter documents are dropped")
+    flt.add_argument(
+        "--min-words", type=int, default=DEFAULTS["min_words"], help="shorter documents are dropped"
+    )
     flt.add_argument(
         "--keep-disambiguation", action="store_true", help="keep Wikipedia disambiguation pages"
     )
     flt.add_argument(
         "--max-sentence-chars",
         type=int,
-        default=2000,
+        default=DEFAULTS["max_sentence_chars"],
         help="longer sentences are cut at whitespace (and counted)",
     )
-    flt.add_argument("--seed", type=int, default=12345, help="seed of the Punkt training sample")
+    flt.add_argument(
+        "--seed", type=int, default=DEFAULTS["seed"], help="seed of the Punkt training sample"
+    )
     out.add_argument(
         "--multistream-mb",
-        type=int,
-        default=64,
+        type=float,
+        default=DEFAULTS["multistream_mb"],
         help="a *-multistream.xml.bz2 dump with its index is split into ranges of about this "
         "many compressed MB, read by different workers",
     )
@@ -96,9 +111,9 @@ def run(args: argparse.Namespace, beam_args: list[str]) -> int:
         min_words=args.min_words,
         keep_disambiguation=args.keep_disambiguation,
         export_text=args.export_text,
-        chunk_bytes=args.chunk_mb << 20,
+        chunk_mb=args.chunk_mb,
         max_sentence_chars=args.max_sentence_chars,
-        multistream_bytes=args.multistream_mb << 20,
+        multistream_mb=args.multistream_mb,
         seed=args.seed,
     )
     manifest = run_clean_job(config, make_pipeline_options(beam_args), progress)

@@ -13,8 +13,11 @@ from pipeline.instances_job import (
     JobConfigError,
     run_instances_job,
 )
-from transforms.bert_text import DEFAULT_MAX_DOCUMENT_SENTENCES, DEFAULT_MAX_SENTENCE_CHARS
-from transforms.features import INPUT_MODES, MASKINGS, SENTENCE_PAIRS, STATIC
+from pipeline.job_config import flag_defaults
+from transforms.features import DYNAMIC, INPUT_MODES, MASKINGS
+
+DEFAULTS = flag_defaults(InstancesJobConfig)
+"""The flags' defaults: the job config's."""
 
 HELP = "create BERT pretraining instances (sentence pairs + masks) as sharded TFRecords"
 EPILOG = """\
@@ -49,36 +52,49 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     io.add_argument(
         "--output", help="required (or --output_file): output directory (local or gs://)"
     )
-    io.add_argument("--num-shards", type=int, help="number of TFRecord shards (default: 256)")
     io.add_argument(
-        "--compression", choices=["none", "gzip"], default="none", help="shard compression"
+        "--num-shards",
+        type=int,
+        help=f"number of TFRecord shards (default: {DEFAULTS['num_shards']})",
     )
-    io.add_argument("--shard-prefix", default="instances", help="shard file name prefix")
+    io.add_argument(
+        "--compression",
+        choices=["none", "gzip"],
+        default=DEFAULTS["compression"],
+        help="shard compression",
+    )
+    io.add_argument(
+        "--shard-prefix", default=DEFAULTS["shard_prefix"], help="shard file name prefix"
+    )
 
     tok = p.add_argument_group("tokenization")
     tok.add_argument(
         "--do-lower-case",
         action=argparse.BooleanOptionalAction,
-        default=True,
+        default=DEFAULTS["do_lower_case"],
         help="lowercase and strip accents (uncased vocab); --no-do-lower-case for cased",
     )
 
     inst = p.add_argument_group("instances")
     inst.add_argument(
-        "--max-seq-length", "--max_seq_length", type=int, default=128, help="tokens per instance"
+        "--max-seq-length",
+        "--max_seq_length",
+        type=int,
+        default=DEFAULTS["max_seq_length"],
+        help="tokens per instance",
     )
     inst.add_argument(
         "--max-predictions-per-seq",
         "--max_predictions_per_seq",
         type=int,
-        default=20,
+        default=DEFAULTS["max_predictions_per_seq"],
         help="masked LM slots per instance",
     )
     inst.add_argument(
         "--masked-lm-prob",
         "--masked_lm_prob",
         type=float,
-        default=0.15,
+        default=DEFAULTS["masked_lm_prob"],
         help="share of tokens to predict",
     )
     inst.add_argument(
@@ -91,14 +107,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     inst.add_argument(
         "--masking",
         choices=MASKINGS,
-        default=STATIC,
+        default=DEFAULTS["masking"],
         help="static: 80/10/10 masks in the records; dynamic: unmasked records, masked by the "
         "trainer in tf.data (a new mask every step)",
     )
     inst.add_argument(
         "--input-mode",
         choices=INPUT_MODES,
-        default=SENTENCE_PAIRS,
+        default=DEFAULTS["input_mode"],
         help="sentence pairs with NSP, or contiguous sentences packed to the length without NSP "
         "(full-sentences crosses documents with a [SEP], doc-sentences stays in one)",
     )
@@ -106,11 +122,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--short-seq-prob",
         "--short_seq_prob",
         type=float,
-        default=0.1,
+        default=DEFAULTS["short_seq_prob"],
         help="probability of a shorter target length (random in [2, max])",
     )
     inst.add_argument(
-        "--seed", "--random_seed", type=int, default=12345, help="seed of every random choice"
+        "--seed",
+        "--random_seed",
+        type=int,
+        default=DEFAULTS["seed"],
+        help="seed of every random choice",
     )
     inst.add_argument("--whole-word-mask", action="store_true", help="mask whole words")
     inst.add_argument(
@@ -123,19 +143,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     scale.add_argument(
         "--bucket-size",
         type=int,
-        default=2000,
+        default=DEFAULTS["bucket_size"],
         help="documents per bucket; random next sentences come from the same bucket",
     )
     scale.add_argument(
         "--max-sentence-chars",
         type=int,
-        default=DEFAULT_MAX_SENTENCE_CHARS,
+        default=DEFAULTS["max_sentence_chars"],
         help="longer lines are split at whitespace (and reported)",
     )
     scale.add_argument(
         "--max-document-sentences",
         type=int,
-        default=DEFAULT_MAX_DOCUMENT_SENTENCES,
+        default=DEFAULTS["max_document_sentences"],
         help="longer documents are cut into several (and reported)",
     )
 
@@ -251,12 +271,14 @@ def config_from_args(args: argparse.Namespace) -> InstancesJobConfig:
         max_seq_length=args.max_seq_length,
         max_predictions_per_seq=args.max_predictions_per_seq,
         masked_lm_prob=args.masked_lm_prob,
-        dupe_factor=getattr(args, "dupe_factor", 1 if args.masking == "dynamic" else 10),
+        dupe_factor=getattr(
+            args, "dupe_factor", 1 if args.masking == DYNAMIC else DEFAULTS["dupe_factor"]
+        ),
         short_seq_prob=args.short_seq_prob,
         masking=args.masking,
         input_mode=args.input_mode,
         seed=args.seed,
-        num_shards=256 if num_shards is None else num_shards,
+        num_shards=DEFAULTS["num_shards"] if num_shards is None else num_shards,
         do_lower_case=args.do_lower_case,
         whole_word_mask=args.whole_word_mask,
         compression=args.compression,

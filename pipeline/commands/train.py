@@ -11,6 +11,7 @@ import json
 import sys
 
 from pipeline.commands.common import add_command
+from transforms.seeding import DEFAULT_SEED
 
 HELP = "pretrain a BERT encoder on the shards (Keras + keras-hub; TPU, GPU or CPU)"
 EPILOG = """\
@@ -102,7 +103,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     opt.add_argument(
         "--clip-norm", type=float, default=1.0, help="global gradient-norm clip (0: off)"
     )
-    opt.add_argument("--seed", type=int, default=12345, help="data order seed")
+    opt.add_argument("--seed", type=int, default=DEFAULT_SEED, help="data order seed")
     opt.add_argument("--shuffle-buffer", type=int, default=10_000, help="record shuffle buffer")
 
     dev = p.add_argument_group("devices")

@@ -7,6 +7,11 @@ import json
 import sys
 
 from pipeline.commands.common import add_command, progress_printer
+from pipeline.job_config import flag_defaults
+from pipeline.vocab_job import VocabJobConfig
+
+DEFAULTS = flag_defaults(VocabJobConfig)
+"""The flags' defaults: the job config's."""
 
 HELP = "train a BERT WordPiece vocab.txt on the cleaned corpus, with a report"
 
@@ -21,13 +26,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="the clean stage's output directory (documents-*.parquet) or a glob",
     )
     p.add_argument("--output", required=True, help="output directory")
-    p.add_argument("--vocab-size", type=int, default=30522, help="tokens in vocab.txt, exactly")
+    p.add_argument(
+        "--vocab-size",
+        type=int,
+        default=DEFAULTS["vocab_size"],
+        help="tokens in vocab.txt, exactly",
+    )
     casing = p.add_mutually_exclusive_group()
     casing.add_argument(
         "--lowercase",
         dest="do_lower_case",
         action="store_true",
-        default=True,
+        default=DEFAULTS["do_lower_case"],
         help="uncased: lowercase and strip accents, as the instance stage does (the default)",
     )
     casing.add_argument(
@@ -37,21 +47,39 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="cased: keep case and accents (pass --no-do-lower-case to `bertprep instances` too)",
     )
     p.add_argument(
-        "--sample-sentences", type=int, default=1_000_000, help="training sample size (sentences)"
+        "--sample-sentences",
+        type=int,
+        default=DEFAULTS["sample_sentences"],
+        help="training sample size (sentences)",
     )
     p.add_argument(
-        "--heldout-sentences", type=int, default=20_000, help="held-out sample size for the report"
+        "--heldout-sentences",
+        type=int,
+        default=DEFAULTS["heldout_sentences"],
+        help="held-out sample size for the report",
     )
     p.add_argument(
         "--heldout-per-mille",
         type=int,
-        default=20,
+        default=DEFAULTS["heldout_per_mille"],
         help="documents (per 1000) set aside for the held-out report sample",
     )
-    p.add_argument("--min-frequency", type=int, default=2, help="minimum merge frequency")
-    p.add_argument("--reserved-unused", type=int, default=994, help="[unusedN] slots")
-    p.add_argument("--limit-alphabet", type=int, default=1000, help="characters in the alphabet")
-    p.add_argument("--seed", type=int, default=12345, help="seed of the samples")
+    p.add_argument(
+        "--min-frequency",
+        type=int,
+        default=DEFAULTS["min_frequency"],
+        help="minimum merge frequency",
+    )
+    p.add_argument(
+        "--reserved-unused", type=int, default=DEFAULTS["reserved_unused"], help="[unusedN] slots"
+    )
+    p.add_argument(
+        "--limit-alphabet",
+        type=int,
+        default=DEFAULTS["limit_alphabet"],
+        help="characters in the alphabet",
+    )
+    p.add_argument("--seed", type=int, default=DEFAULTS["seed"], help="seed of the samples")
     p.add_argument("--compare-vocab", help="another vocab.txt to report on the same held-out text")
     p.set_defaults(run=run, beam_options=True)
 
