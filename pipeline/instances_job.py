@@ -22,7 +22,6 @@ from pipeline.artifacts import (
     parquet_rows,
     read_json,
     write_json,
-    write_json_atomically,
 )
 from pipeline.bert_text_source import ReadBertTextDocuments
 from pipeline.input_files import InputFile, expand_inputs
@@ -31,6 +30,13 @@ from pipeline.instance_creation import (
     BucketSlicesFn,
     CreateInstances,
     bucket_count,
+)
+from pipeline.job_scaffold import (
+    MANIFEST,
+    REJECTS,
+    RESULT,
+    ReconciliationError,
+    write_manifest,
 )
 from pipeline.progress import ProgressMonitor, ProgressReporter, progress_dir
 from pipeline.shard_writer import SUFFIXES, WriteShards
@@ -56,9 +62,7 @@ from transforms.masking import MaskingConfig
 from transforms.seeding import DEFAULT_SEED
 
 LOG = logging.getLogger("bertprep.instances")
-MANIFEST = "manifest.json"
-REJECTS = "rejects.jsonl"
-_RESULT = ".pipeline-result.json"
+_RESULT = RESULT
 SPILL_DIR = ".spill"
 MANIFEST_FORMAT = "bertprep.instances/1"
 
@@ -69,10 +73,6 @@ class JobConfigError(UserError, ValueError):
 
 class NoInstancesError(UserError, RuntimeError):
     """The job ran but produced zero instances; the message says why."""
-
-
-class ReconciliationError(RuntimeError):
-    """What the workers counted disagrees with what the output files hold."""
 
 
 @dataclass(frozen=True)
@@ -666,5 +666,4 @@ def _finish(config, files, vocab, result, label: str, elapsed: float) -> dict:
             "the job produced zero instances: " + explain_no_instances(stats, len(files))
         )
     manifest = build_manifest(config, vocab, files, shards, stats, elapsed)
-    write_json_atomically(FileSystems.join(config.output, MANIFEST), manifest)
-    return manifest
+    return write_manifest(config.output, manifest.pop("format"), manifest, elapsed)

@@ -244,11 +244,7 @@ def run_all(
 
     def clean() -> dict:
         manifest = run_clean_job(clean_job, options_for(), progress)
-        return {
-            "totals": manifest["totals"],
-            "counts": manifest["counts"],
-            "sentence_splitter": manifest["sentence_splitter"],
-        }
+        return {k: manifest[k] for k in ("totals", "counts", "sentence_splitter")}
 
     clean_details = runner.stage("clean", clean_dir, clean_fp, clean)
 

@@ -6,11 +6,12 @@ import argparse
 import sys
 
 from pipeline.clean_job import CleanJobConfig
-from pipeline.commands.common import add_command, progress_printer
-from pipeline.job_config import flag_defaults
-
-DEFAULTS = flag_defaults(CleanJobConfig)
-"""The flags' defaults: the job config's."""
+from pipeline.commands.common import (
+    add_command,
+    add_job_flags,
+    job_config_from_args,
+    progress_printer,
+)
 
 HELP = "clean raw corpora into sentence-split documents (Parquet + BERT text export)"
 EPILOG = """\
@@ -22,100 +23,55 @@ Punkt is trained on a deterministic sample of the corpus and saved in OUTPUT/pun
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = add_command(subparsers, "clean", HELP, epilog=EPILOG)
-    src = p.add_argument_group("inputs (each repeatable; local, glob or gs://)")
-    src.add_argument(
-        "--wikipedia",
-        action="append",
-        default=[],
-        help="MediaWiki XML dumps (.xml, .bz2, .gz, .xz)",
-    )
-    src.add_argument("--books", action="append", default=[], help="one book per text file")
-    src.add_argument("--jsonl", action="append", default=[], help="JSON lines, one doc per line")
-    src.add_argument("--parquet", action="append", default=[], help="Parquet, one doc per row")
-    src.add_argument(
-        "--text-field", default=DEFAULTS["text_field"], help="text field of JSONL/Parquet records"
-    )
-    src.add_argument(
-        "--title-field",
-        default=DEFAULTS["title_field"],
-        help="title field of JSONL/Parquet records",
+    add_job_flags(
+        p.add_argument_group("inputs (each repeatable; local, glob or gs://)"),
+        CleanJobConfig,
+        {
+            "wikipedia": "MediaWiki XML dumps (.xml, .bz2, .gz, .xz)",
+            "books": "one book per text file",
+            "jsonl": "JSON lines, one doc per line",
+            "parquet": "Parquet, one doc per row",
+            "text_field": "text field of JSONL/Parquet records",
+            "title_field": "title field of JSONL/Parquet records",
+        },
     )
     out = p.add_argument_group("output")
     out.add_argument("--output", required=True, help="output directory")
-    out.add_argument(
-        "--chunk-mb",
-        type=float,
-        default=DEFAULTS["chunk_mb"],
-        help="text per output file (and per unit of work after reading), in MB",
+    add_job_flags(
+        out,
+        CleanJobConfig,
+        {
+            "chunk_mb": "text per output file (and per unit of work after reading), in MB",
+            "export_text": "also write the BERT text format under OUTPUT/text",
+            "multistream_mb": "a *-multistream.xml.bz2 dump with its index is split into ranges "
+            "of about this many compressed MB, read by different workers",
+        },
     )
-    out.add_argument(
-        "--export-text",
-        action=argparse.BooleanOptionalAction,
-        default=DEFAULTS["export_text"],
-        help="also write the BERT text format under OUTPUT/text",
-    )
-    flt = p.add_argument_group("filters")
-    flt.add_argument(
-        "--dedup",
-        choices=["exact", "near", "none"],
-        default=DEFAULTS["dedup"],
-        help="exact: normalized content hash; near: also MinHash/LSH",
-    )
-    flt.add_argument(
-        "--near-threshold",
-        type=float,
-        default=DEFAULTS["near_threshold"],
-        help="estimated Jaccard similarity of word 5-shingles for --dedup near",
-    )
-    flt.add_argument(
-        "--min-words", type=int, default=DEFAULTS["min_words"], help="shorter documents are dropped"
-    )
-    flt.add_argument(
-        "--keep-disambiguation", action="store_true", help="keep Wikipedia disambiguation pages"
-    )
-    flt.add_argument(
-        "--max-sentence-chars",
-        type=int,
-        default=DEFAULTS["max_sentence_chars"],
-        help="longer sentences are cut at whitespace (and counted)",
-    )
-    flt.add_argument(
-        "--seed", type=int, default=DEFAULTS["seed"], help="seed of the Punkt training sample"
-    )
-    out.add_argument(
-        "--multistream-mb",
-        type=float,
-        default=DEFAULTS["multistream_mb"],
-        help="a *-multistream.xml.bz2 dump with its index is split into ranges of about this "
-        "many compressed MB, read by different workers",
+    add_job_flags(
+        p.add_argument_group("filters"),
+        CleanJobConfig,
+        {
+            "dedup": (
+                "exact: normalized content hash; near: also MinHash/LSH",
+                {"choices": ["exact", "near", "none"]},
+            ),
+            "near_threshold": "estimated Jaccard similarity of word 5-shingles for --dedup near",
+            "min_words": "shorter documents are dropped",
+            "keep_disambiguation": "keep Wikipedia disambiguation pages",
+            "max_sentence_chars": "longer sentences are cut at whitespace (and counted)",
+            "seed": "seed of the Punkt training sample",
+        },
     )
     p.set_defaults(run=run, beam_options=True)
 
 
 def run(args: argparse.Namespace, beam_args: list[str]) -> int:
     from pipeline.beam_options import make_pipeline_options
-    from pipeline.clean_job import CleanJobConfig, run_clean_job
+    from pipeline.clean_job import run_clean_job
 
     progress = progress_printer("clean")
 
-    config = CleanJobConfig(
-        output=args.output,
-        wikipedia=args.wikipedia,
-        books=args.books,
-        jsonl=args.jsonl,
-        parquet=args.parquet,
-        text_field=args.text_field,
-        title_field=args.title_field,
-        dedup=args.dedup,
-        near_threshold=args.near_threshold,
-        min_words=args.min_words,
-        keep_disambiguation=args.keep_disambiguation,
-        export_text=args.export_text,
-        chunk_mb=args.chunk_mb,
-        max_sentence_chars=args.max_sentence_chars,
-        multistream_mb=args.multistream_mb,
-        seed=args.seed,
-    )
+    config = job_config_from_args(CleanJobConfig, args)
     manifest = run_clean_job(config, make_pipeline_options(beam_args), progress)
     for source, counts in sorted(manifest["counts"].items()):
         shown = ", ".join(f"{k} {v:,}" for k, v in sorted(counts.items()))

@@ -6,24 +6,16 @@ import argparse
 import json
 import sys
 
-from pipeline.commands.common import add_command
-from pipeline.commands.shard_set import (
-    add_shard_arguments,
-    command_shard_set,
-)
+from pipeline.commands.shard_set import add_shard_command, command_shard_set
 from transforms.errors import UserError
 
 HELP = "show decoded records: segments A and B, masked tokens, the next-sentence label"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = add_command(
-        subparsers,
-        "inspect",
-        HELP,
-        description=HELP + ". Works on bertprep's shards and on google-research/bert's.",
+    p = add_shard_command(
+        subparsers, "inspect", HELP, "Works on bertprep's shards and on google-research/bert's."
     )
-    add_shard_arguments(p, paths_help="shard files, globs or directories (local or gs://)")
     p.add_argument("-n", type=int, default=5, help="records to show")
     p.add_argument("--index", type=int, help="show only the record at this global index")
     p.add_argument("--json", action="store_true", help="one JSON object per record")

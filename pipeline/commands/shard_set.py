@@ -25,6 +25,20 @@ def add_shard_arguments(p: argparse.ArgumentParser, *, paths_help: str) -> None:
     )
 
 
+SHARD_PATHS_HELP = "shard files, globs or directories (local or gs://)"
+
+
+def add_shard_command(
+    subparsers: argparse._SubParsersAction, name: str, help_text: str, description: str
+) -> argparse.ArgumentParser:
+    """A subcommand that reads a shard set: its parser with the shard arguments."""
+    from pipeline.commands.common import add_command
+
+    p = add_command(subparsers, name, help_text, description=f"{help_text}. {description}")
+    add_shard_arguments(p, paths_help=SHARD_PATHS_HELP)
+    return p
+
+
 def add_workers_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=int, default=0, help="worker processes (0: one per CPU)")
 

@@ -7,24 +7,15 @@ import json
 import math
 import sys
 
-from pipeline.commands.common import add_command
-from pipeline.commands.shard_set import (
-    add_shard_arguments,
-    add_workers_argument,
-    command_shard_set,
-)
+from pipeline.commands.shard_set import add_shard_command, add_workers_argument, command_shard_set
 
 HELP = "measure shards: counts, IsNext ratio, lengths, padding, 80/10/10, [UNK] rate, top tokens"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = add_command(
-        subparsers,
-        "stats",
-        HELP,
-        description=HELP + ". Streams every shard (or a sample) on every core.",
+    p = add_shard_command(
+        subparsers, "stats", HELP, "Streams every shard (or a sample) on every core."
     )
-    add_shard_arguments(p, paths_help="shard files, globs or directories (local or gs://)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--plot", help="also write charts to a .html (single file) or .png")
     p.add_argument("--sample", type=int, help="read about this many records, spread over shards")

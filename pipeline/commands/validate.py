@@ -8,11 +8,7 @@ import json
 import sys
 
 from pipeline.commands.common import add_command
-from pipeline.commands.shard_set import (
-    add_shard_arguments,
-    add_workers_argument,
-    command_shard_set,
-)
+from pipeline.commands.shard_set import add_shard_arguments, add_workers_argument, command_shard_set
 from transforms.errors import UserError
 
 HELP = "check every record against the feature contract, the manifest and a trainer config"
