@@ -12,8 +12,10 @@ import glob
 import os
 from typing import BinaryIO, Protocol
 
+from transforms.errors import UserError
 
-class ShardPathError(ValueError):
+
+class ShardPathError(UserError, ValueError):
     """A shard path or pattern matched nothing usable, or the shards it names do not agree."""
 
 

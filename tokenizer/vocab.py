@@ -8,13 +8,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from transforms.errors import UserError
 from transforms.special_ids import SpecialIds
 
 REQUIRED_SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 _BRACKETED = re.compile(r"^\[[^\[\]]+\]$")
 
 
-class VocabError(ValueError):
+class VocabError(UserError, ValueError):
     """The vocabulary file is unusable (missing special tokens, duplicates, empty)."""
 
 

@@ -31,12 +31,13 @@ from shards.resolve import (
 )
 from trainer.dynamic_masking import DynamicMasking, mask_batch
 from trainer.model_presets import ModelConfig
+from transforms.errors import UserError
 from transforms.features import DYNAMIC, SENTENCE_PAIRS, STATIC, has_nsp
 
 GZIP_MAGIC = b"\x1f\x8b"
 
 
-class ShardConfigError(ValueError):
+class ShardConfigError(UserError, ValueError):
     """The shards cannot be used as configured (missing, unreadable, or sizes that disagree)."""
 
 
@@ -193,7 +194,7 @@ def resolve_shards(patterns: list[str] | tuple[str, ...]) -> ShardInfo:
     )
 
 
-class ConfigMismatchError(ValueError):
+class ConfigMismatchError(UserError, ValueError):
     """The model or trainer configuration does not fit the shards (found before step one)."""
 
 

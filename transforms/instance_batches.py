@@ -47,7 +47,7 @@ from transforms.masking import (
     prediction_budget,
     word_starts,
 )
-from transforms.seeding import numpy_rng, python_rng
+from transforms.seeding import DEFAULT_SEED, numpy_rng, python_rng
 from transforms.special_ids import SpecialIds
 
 
@@ -58,7 +58,7 @@ class InstanceSettings:
     pairs: PairConfig
     masking: MaskingConfig
     dupe_factor: int = 10
-    seed: int = 12345
+    seed: int = DEFAULT_SEED
     batch_size: int = 2048
     masking_kind: str = STATIC
     """``static`` (masks in the record) or ``dynamic`` (unmasked records, masked by the trainer)."""

@@ -6,11 +6,12 @@ manifest's)."""
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from shards.shard_set import ShardSet
+
+from transforms.errors import UserError
 
 
 def add_shard_arguments(p: argparse.ArgumentParser, *, paths_help: str) -> None:
@@ -23,6 +24,20 @@ def add_shard_arguments(p: argparse.ArgumentParser, *, paths_help: str) -> None:
     group.add_argument(
         "--max-predictions-per-seq", type=int, help="prediction slots (default: inferred)"
     )
+
+
+SHARD_PATHS_HELP = "shard files, globs or directories (local or gs://)"
+
+
+def add_shard_command(
+    subparsers: argparse._SubParsersAction, name: str, help_text: str, description: str
+) -> argparse.ArgumentParser:
+    """A subcommand that reads a shard set: its parser with the shard arguments."""
+    from pipeline.commands.common import add_command
+
+    p = add_command(subparsers, name, help_text, description=f"{help_text}. {description}")
+    add_shard_arguments(p, paths_help=SHARD_PATHS_HELP)
+    return p
 
 
 def add_workers_argument(p: argparse.ArgumentParser) -> None:
@@ -45,18 +60,16 @@ def resolve_shard_set(args: argparse.Namespace, manifest_path: str | None = None
     )
 
 
-def shard_set_or_exit_code(
-    command: str, args: argparse.Namespace, extra: list[str], manifest_path: str | None = None
-) -> ShardSet | int:
-    """The command's ShardSet, or 2 after printing why it cannot be had (stray arguments, no
+def command_shard_set(
+    args: argparse.Namespace, extra: list[str], manifest_path: str | None = None
+) -> ShardSet:
+    """The command's ShardSet; a UserError says why it cannot be had (stray arguments, no
     matching shards, an unreadable manifest or vocab)."""
-    from shards.files import ShardPathError
-
     if extra:
-        print(f"bertprep {command}: error: unknown arguments {' '.join(extra)}", file=sys.stderr)
-        return 2
+        raise UserError(f"unknown arguments {' '.join(extra)}")
     try:
         return resolve_shard_set(args, manifest_path=manifest_path)
-    except (ShardPathError, OSError, ValueError) as e:
-        print(f"bertprep {command}: error: {e}", file=sys.stderr)
-        return 2
+    except UserError:
+        raise
+    except (OSError, ValueError) as e:
+        raise UserError(str(e)) from e

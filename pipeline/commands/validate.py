@@ -8,11 +8,8 @@ import json
 import sys
 
 from pipeline.commands.common import add_command
-from pipeline.commands.shard_set import (
-    add_shard_arguments,
-    add_workers_argument,
-    shard_set_or_exit_code,
-)
+from pipeline.commands.shard_set import add_shard_arguments, add_workers_argument, command_shard_set
+from transforms.errors import UserError
 
 HELP = "check every record against the feature contract, the manifest and a trainer config"
 EPILOG = (
@@ -42,9 +39,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace, extra: list[str]) -> int:
     from shards.validation import load_trainer_config, validate_shard_set
 
-    shard_set = shard_set_or_exit_code("validate", args, extra, manifest_path=args.against)
-    if isinstance(shard_set, int):
-        return shard_set
+    shard_set = command_shard_set(args, extra, manifest_path=args.against)
     try:
         trainer = (
             load_trainer_config(args.trainer_config, shard_set.files)
@@ -52,8 +47,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
             else None
         )
     except (OSError, ValueError) as e:
-        print(f"bertprep validate: error: {e}", file=sys.stderr)
-        return 2
+        raise UserError(str(e)) from e
     result = validate_shard_set(
         shard_set,
         whole_set=bool(args.against)
