@@ -23,7 +23,10 @@ patterns run on their ``regex`` engine directly rather than through ``nltk.redos
 wrapper (so no per-call time limit: Punkt's patterns are linear), tokens are a cheaper
 ``PunktToken`` with a memo of token types, and each candidate's few tokens are annotated as a
 list rather than through generator chains. Same sentences (tested against the plain
-implementation), ~2.3x the throughput, more than NLTK's own ``sent_tokenize``.
+implementation), ~2.3x the throughput, more than NLTK's own ``sent_tokenize``. On top of that,
+the commonest candidates ("word. Next", "word?", "word).") are decided from their chunk alone
+when Punkt's answer cannot differ (``_Tokenizer._certain_break``): ~8 in 10 on Wikipedia,
+another ~1.6x.
 """
 
 from __future__ import annotations
@@ -62,6 +65,9 @@ _WHITESPACE = re.compile(r"\s+")
 _TRAILING_SENTENCE_END = re.compile(r"[.?!]+[\"')\]}\u2019\u201d\xbb]*$")
 _END_PUNCTUATION = re.compile(r"[.?!…\"')\]}\u2019\u201d\xbb]+")
 _NEXT_LETTER = re.compile(r"[^\w]*(\w?)")
+_PLAIN_END = re.compile(r"[^\W\d_]+(?:[)\"]?[?!]|[)\"]\.)|([^\W\d_]{2,})\.")
+"""A chunk of letters ending in a candidate whose decision is known (``_Tokenizer._certain_break``);
+group 1 is the word when the decision still depends on it."""
 TITLES = frozenset({"mr", "mrs", "ms", "messrs", "mme", "mlle", "dr"})
 """Titles that a name always follows: a sentence never ends after one (Punkt would end one
 before a name that is also a common word: "Mr. Guest", "Mrs. Leaf", "Mr. Given")."""
@@ -156,15 +162,46 @@ class _Tokenizer(PunktSentenceTokenizer):
     """
 
     titles: frozenset[str] = frozenset()
+    uncertain: frozenset[str] = frozenset()
+    """Lowercase words whose "word." break Punkt may revise (see ``_certain_break``)."""
 
     def _slices_from_text(self, text: str) -> Iterator[slice]:  # type: ignore[override]
         last_break = 0
+        certain = self._certain_break
         for match, context in self._match_potential_end_contexts(text):
+            next_tok = match.group("next_tok")
+            if next_tok and not next_tok[0].isspace() and certain(context, match):
+                end = match.end()
+                if end > last_break:
+                    yield slice(last_break, end)
+                    last_break = match.start("next_tok")
+                continue
             for end, next_start in self._breaks(match, context):
                 if end > last_break:
                     yield slice(last_break, end)
                     last_break = next_start
         yield slice(last_break, len(text.rstrip()))
+
+    def _certain_break(self, context: str, match: re.Match[str]) -> bool:
+        """Whether ``_breaks(match, context)`` is surely ``[(match.end(), next token's start)]``,
+        told from the chunk alone, for the commonest candidates (about 8 in 10 on Wikipedia):
+
+        - ``word?``, ``word!``, ``word).``, ``word".`` (letters, then the candidate as a token
+          of its own): a sentence-end token, which no second-pass rule revises;
+        - ``word.`` (two letters or more): a sentence end unless the word is an abbreviation
+          (first pass), the first word of a collocation (second pass) or a title; initials,
+          numbers and ellipses never look like this.
+
+        Only when the candidate is followed by whitespace and a token (``next_tok``, whose first
+        character is not whitespace, so a following token exists). Anything else goes through
+        ``_breaks``; ``tests/transforms/test_sentences.py`` checks both give the same sentences.
+        """
+        head = context[: len(context) - len(match.group("after_tok"))]
+        found = _PLAIN_END.fullmatch(head)
+        if found is None:
+            return False
+        word = found.group(1)
+        return word is None or word.lower() not in self.uncertain
 
     def _tokenize_words(self, plaintext: str) -> list[PunktToken]:  # type: ignore[override]
         """NLTK's word tokens (lines split, blank lines mark a paragraph start), as a list."""
@@ -517,6 +554,10 @@ class SentenceSplitter:
                 self.tables.to_parameters(), lang_vars=QuoteAwareLanguageVars(), token_cls=_Token
             )
             tokenizer.titles = self.titles
+            tables = self.tables
+            tokenizer.uncertain = frozenset(
+                {*tables.abbrev_types, *(first for first, _ in tables.collocations), *self.titles}
+            )
             self._tokenizer = tokenizer
         return self._tokenizer
 
