@@ -156,13 +156,13 @@ def _their_sentences(path: Path, titles: set[str]) -> dict[str, str]:
 
 def _stage_alone() -> tuple[float, float, float, int]:
     """(XML MB, seconds XML → paragraphs, seconds Punkt split, sentences) in this process."""
+    from pipeline.punkt_files import load_splitter
     from transforms.mediawiki_xml import WikiPage, iter_pages
-    from transforms.sentences import SentenceSplitter
     from transforms.text_normalization import normalize_text
     from transforms.wikitext import wikitext_to_paragraphs
 
     data = bz2.decompress((CORPORA / "wiki" / WIKI).read_bytes())
-    splitter = SentenceSplitter.for_language("english")
+    splitter = load_splitter("english")
     splitter.split("Warm up. The tables load.")
     start = time.perf_counter()
     paragraphs = [

@@ -75,7 +75,8 @@ from pipeline.vocab_job import _keyed_sentences, _read_lines, _write_lines
 from shards.reader import ShardPathError, expand_shard_paths
 from tokenizer.vocab import Vocab
 from transforms.duplicate_keys import chunk_of, row_of
-from transforms.sentences import PunktTables, load_punkt_parameters_from
+from pipeline.punkt_files import load_punkt_parameters_from
+from transforms.punkt_tables import PunktTables
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "sample"
