@@ -10,9 +10,9 @@ import pytest
 
 from tests.conftest import require_corpora
 from transforms.mediawiki_xml import WikiPage, iter_pages
+from transforms.wiki_templates import format_date
 from transforms.wikitext import (
     DEBRIS_MARKERS,
-    format_date,
     markup_debris,
     strip_non_prose,
     wikitext_to_paragraphs,
