@@ -486,6 +486,24 @@ _SIMPLE_TEMPLATE = re.compile(r"\{\{([^{}\[\]<>\n]*)\}\}")
 _SIMPLE_LINK = re.compile(r"\[\[([^\[\]{}<>|\n]+)(?:(\|)([^\[\]{}<>\n]*))?\]\]")
 # What only the parser renders exactly; a single "[" or "]" is text (it is in the parser too).
 _NEEDS_PARSER = re.compile(r"[{}<]|\[\[|\]\]|\[(?i:https?:|ftp:)|\[//|^-{4}|://", re.MULTILINE)
+_BRACKETED_URL_START = re.compile(r"\[(?i:https?:|ftp:)|\[//")
+_HORIZONTAL_RULE = re.compile(r"^-{4}", re.MULTILINE)
+
+
+def _needs_parser(text: str) -> bool:
+    """``_NEEDS_PARSER.search(text)``, by substring tests first (most segments have none)."""
+    return (
+        "{" in text
+        or "}" in text
+        or "<" in text
+        or "[[" in text
+        or "]]" in text
+        or "://" in text
+        or ("[" in text and _BRACKETED_URL_START.search(text) is not None)
+        or ("----" in text and _HORIZONTAL_RULE.search(text) is not None)
+    )
+
+
 _FREE_LINK_SCHEME = re.compile(
     r"\b(?:bitcoin|geo|magnet|mailto|news|sips?|sms|tel|urn|xmpp):", re.I
 )
@@ -590,7 +608,9 @@ def _fast_render(segment: str, drop_namespaces: frozenset[str]) -> str:
     """``segment`` (starting with ``\\n``) rendered as the parser path would, for segments of
     prose, links, bracketed URLs, formatting tags and single-line inline templates; raises
     _NeedsParser for anything else."""
-    text = _FAST_PREFORMATTED.sub(_DROP, segment)
+    text = segment
+    if "\n " in text or "\n\t" in text:  # a line led by a space or tab: maybe preformatted
+        text = _FAST_PREFORMATTED.sub(_DROP, text)
     if "<" in text:
         text = _INLINE_TAG_EDGE.sub("", _LINE_BREAK_TAG.sub(" ", text))
     if "[" in text:
@@ -605,7 +625,7 @@ def _fast_render(segment: str, drop_namespaces: frozenset[str]) -> str:
         if "[[" in text:  # links whose caption held a template
             text = _SIMPLE_LINK.sub(lambda m: _simple_link(m, drop_namespaces), text)
     if (
-        _NEEDS_PARSER.search(text)
+        _needs_parser(text)
         or (":" in text and _FREE_LINK_SCHEME.search(text))
         or ("''" in text and not _plain_quotes(text))
     ):
@@ -670,8 +690,10 @@ def _clean(paragraph: str) -> str:
         text = _QUOTES.sub("", text)
     if "__" in text:
         text = _MAGIC_WORD.sub("", text)
+    # From here on the only whitespace is single spaces: the steps below delete text or put
+    # back a bracket, never a space. Each regex runs only when the pair it needs is present.
     text = " ".join(text.split())  # = _WHITESPACE.sub(" ", text).strip()
-    if ("(" in text or "[" in text) and _BRACKET_TIDY.search(text):
+    if ("(" in text or "[" in text) and _bracket_tidy_applies(text):
         previous = None
         while previous != text:
             previous = text
@@ -679,12 +701,42 @@ def _clean(paragraph: str) -> str:
             text = _PUNCT_AFTER_OPEN.sub(r"\1", text)
             text = _PUNCT_BEFORE_CLOSE.sub(r"\1", text)
         text = _SPACE_AFTER_OPEN.sub(r"\1", text)
-    text = _SPACE_BEFORE_PUNCT.sub(r"\1", text)
-    if "," in text or ";" in text:
+    if _SPACED_PUNCT.search(text):
+        text = _SPACE_BEFORE_PUNCT.sub(r"\1", text)
+    # no space before "," or ";" is left, so a repeat is two adjacent marks
+    if ",," in text or ";;" in text:
         text = _REPEATED_COMMA.sub(r"\1", text)
-    if "," in text or ";" in text or ":" in text:
+    if _MARK_BEFORE_STOP.search(text):
         text = _COMMA_BEFORE_STOP.sub("", text)
-    return " ".join(text.split())
+    if "  " in text or text[:1] == " " or text[-1:] == " ":  # a cut left a space to tidy
+        text = " ".join(text.split())
+    return text
+
+
+_SPACED_PUNCT = re.compile(r" [,.;:!?)\]]")
+"""What ``_SPACE_BEFORE_PUNCT`` needs when the only whitespace is single spaces."""
+_MARK_BEFORE_STOP = re.compile(r"[,;:][.!?]")
+"""What ``_COMMA_BEFORE_STOP`` needs: a run of ``,;:`` ends right before ``.!?``."""
+_AFTER_OPEN = frozenset("-–—,;: )]")
+_BEFORE_CLOSE = frozenset(",;: ")
+
+
+def _bracket_tidy_applies(text: str) -> bool:
+    """``_BRACKET_TIDY.search(text)`` for a text whose only whitespace is single spaces, by
+    looking at the characters beside each bracket (a paragraph holds few)."""
+    for bracket in "([":
+        i = text.find(bracket)
+        while i >= 0:
+            if text[i + 1 : i + 2] in _AFTER_OPEN and i + 1 < len(text):
+                return True
+            i = text.find(bracket, i + 1)
+    for bracket in ")]":
+        i = text.find(bracket)
+        while i >= 0:
+            if i > 0 and text[i - 1] in _BEFORE_CLOSE:
+                return True
+            i = text.find(bracket, i + 1)
+    return False
 
 
 def _is_dropped_line(line: str) -> bool:
