@@ -7,6 +7,16 @@ agreement (an estimate of the shingle Jaccard similarity) is at least ``threshol
 With 128 permutations in 16 bands of 8 rows, pairs at Jaccard 0.8 become candidates with
 probability 1 - (1 - 0.8**8)**16 ≈ 0.96, pairs at 0.5 with ≈ 0.06.
 
+The hashes, all in unsigned 64-bit arithmetic (mod 2**64):
+
+- a word (``\\w+`` of the lower-cased text): the 8-byte blake2b digest of its UTF-8, little-endian;
+- a shingle of words w0..w4: ``mix(K0*h(w0) + ... + K4*h(w4))``, ``mix`` the splitmix64
+  finalizer; a document of fewer words has one shingle of them all (the same sum, shorter);
+- permutation i of a shingle hash x: ``A[i]*x + B[i]`` (A[i] odd, so a bijection of x).
+
+Word hashes are cached (a word's hash depends on the word alone), so the per-word work is a dict
+look-up and the rest is a few vectorized passes.
+
 Of each group of duplicates (connected by duplicate pairs) the document with the smallest id is
 kept, so the outcome does not depend on processing order.
 """
@@ -23,102 +33,99 @@ NUM_PERMUTATIONS = 128
 ROWS_PER_BAND = 8
 SHINGLE_WORDS = 5
 DEFAULT_THRESHOLD = 0.8
-_PRIME = np.uint64((1 << 61) - 1)
+MAX_CACHED_WORDS = 1 << 17
+"""Word hashes kept per process (then the cache starts again): ~20 MB at most."""
 _WORD = re.compile(r"\w+")
-_SHIFT = np.uint64(61)
 _CHUNK = 2048  # columns per step: 128 x 2048 x 8 bytes stay in cache
+# Odd 64-bit constants weighting a shingle's word positions (from the golden ratio and the
+# xxHash/murmur3 primes), so a shingle and its permutations hash apart.
+SHINGLE_WEIGHTS = np.array(
+    [
+        0x9E3779B97F4A7C15,
+        0xC2B2AE3D27D4EB4F,
+        0x165667B19E3779F9,
+        0xD6E8FEB86659FD93,
+        0xFF51AFD7ED558CCD,
+    ],
+    dtype=np.uint64,
+)
 
 
 def _permutations(seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
-    """Coefficients of the hash family h(x) = (a*x + b) mod (2**61 - 1), a < 2**31, x < 2**32,
-    so that a*x + b < 2**64 never overflows."""
+    """Coefficients of the hash family h(x) = (a*x + b) mod 2**64, a odd."""
     rng = np.random.default_rng(seed)
-    a = rng.integers(1, 1 << 31, size=NUM_PERMUTATIONS, dtype=np.uint64)
-    b = rng.integers(0, 1 << 61, size=NUM_PERMUTATIONS, dtype=np.uint64)
+    a = rng.integers(0, 1 << 63, size=NUM_PERMUTATIONS, dtype=np.uint64) * np.uint64(2) + 1
+    b = rng.integers(0, np.iinfo(np.uint64).max, size=NUM_PERMUTATIONS, dtype=np.uint64)
     return a[:, None], b[:, None]
 
 
 _A, _B = _permutations()
+_WORD_HASHES: dict[str, int] = {}
+
+
+def word_hash(word: str) -> int:
+    """The 8-byte blake2b digest of ``word``'s UTF-8, as a little-endian integer."""
+    return int.from_bytes(hashlib.blake2b(word.encode(), digest_size=8).digest(), "little")
+
+
+def _word_hashes(tokens: list[str]) -> np.ndarray:
+    cache = _WORD_HASHES
+    try:
+        values = [cache[t] for t in tokens]
+    except KeyError:
+        if len(cache) + len(tokens) > MAX_CACHED_WORDS:
+            cache.clear()
+        for t in tokens:
+            if t not in cache:
+                cache[t] = word_hash(t)
+        values = [cache[t] for t in tokens]
+    return np.array(values, dtype=np.uint64)
+
+
+def mix64(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finalizer, in place on a uint64 array (returned)."""
+    x ^= x >> np.uint64(30)
+    x *= np.uint64(0xBF58476D1CE4E5B9)
+    x ^= x >> np.uint64(27)
+    x *= np.uint64(0x94D049BB133111EB)
+    x ^= x >> np.uint64(31)
+    return x
 
 
 def shingle_hashes(text: str, words: int = SHINGLE_WORDS) -> np.ndarray:
-    """32-bit hashes of the document's lower-cased word ``words``-shingles (unique, sorted,
-    uint64): the 4-byte blake2b digest (little-endian) of the shingle's words joined by single
-    spaces, in UTF-8; a document of fewer words has one shingle of them all."""
-    hashes = np.sort(_shingle_digests(text, words))
-    if len(hashes) > 1:
-        hashes = hashes[np.concatenate(([True], hashes[1:] != hashes[:-1]))]
-    return hashes.astype(np.uint64)
-
-
-def _shingle_digests(text: str, words: int) -> np.ndarray:
-    """uint32 hash of each shingle, in text order, repeats included (see ``shingle_hashes``)."""
+    """uint64 hash of each word ``words``-shingle of the document, in text order, repeats
+    included (see the module docstring); empty for a document without words."""
     tokens = _WORD.findall(text.lower())
     if not tokens:
-        return np.empty(0, dtype=np.uint32)
-    joined = " ".join(tokens).encode()
-    if len(tokens) <= words:
-        grams = [joined]
-    else:
-        # A word holds no space (and UTF-8 never has byte 0x20 inside a character), so the
-        # spaces of ``joined`` are exactly the word boundaries: shingle i runs from the start
-        # of word i to the end of word i + words - 1. Slicing one bytes object is much cheaper
-        # than joining and encoding every shingle.
-        spaces = np.flatnonzero(np.frombuffer(joined, dtype=np.uint8) == 0x20)
-        count = len(tokens) - words + 1
-        starts = [0, *(spaces[: count - 1] + 1).tolist()]
-        ends = [*spaces[words - 1 :].tolist(), len(joined)]
-        grams = [joined[i:j] for i, j in zip(starts, ends, strict=True)]
-    return np.frombuffer(_blake2b_32(grams), dtype="<u4")
-
-
-def _blake2b_32(items: list[bytes]) -> bytes:
-    """The 4-byte blake2b digests of ``items``, concatenated (copying a set-up hasher costs less
-    than constructing one per item)."""
-    copy = hashlib.blake2b(digest_size=4).copy
-    digests = []
-    append = digests.append
-    for item in items:
-        h = copy()
-        h.update(item)
-        append(h.digest())
-    return b"".join(digests)
+        return np.empty(0, dtype=np.uint64)
+    h = _word_hashes(tokens)
+    count = max(len(h) - words + 1, 1)
+    acc = h[:count] * SHINGLE_WEIGHTS[0]
+    for k in range(1, min(words, len(h))):
+        acc += h[k : k + count] * SHINGLE_WEIGHTS[k]
+    return mix64(acc)
 
 
 def minhash_signature(text: str) -> np.ndarray:
     """uint64[NUM_PERMUTATIONS] MinHash signature; all-max for a document without words."""
-    # repeated shingles do not change a minimum: no need to make them unique
-    return signature_of_hashes(_shingle_digests(text, SHINGLE_WORDS))
+    return signature_of_hashes(shingle_hashes(text, SHINGLE_WORDS))
 
 
 def signature_of_hashes(shingles: np.ndarray) -> np.ndarray:
-    """The MinHash signature of 32-bit shingle hashes (any unsigned dtype, repeats allowed): per
-    permutation, the minimum of
-    ``(a*x + b) mod (2**61 - 1)``; all-max when there are none.
-
-    The Mersenne modulus is reduced with a mask and a shift instead of a division
-    (``y mod p == (y & p) + (y >> 61)``, then one conditional subtraction of p), in column
-    chunks that stay in cache: the values of ``%``, at a fraction of its cost.
-    """
+    """The MinHash signature of uint64 shingle hashes (repeats allowed): per permutation, the
+    minimum of ``(a*x + b) mod 2**64``; all-max when there are none. Computed in column chunks
+    that stay in cache."""
     out = np.full(NUM_PERMUTATIONS, np.iinfo(np.uint64).max, dtype=np.uint64)
     if not len(shingles):
         return out
-    width = min(len(shingles), _CHUNK)
-    y = np.empty((NUM_PERMUTATIONS, width), dtype=np.uint64)
-    r = np.empty_like(y)
-    wrapped = np.empty(y.shape, dtype=bool)
+    shingles = np.asarray(shingles, dtype=np.uint64)
+    y = np.empty((NUM_PERMUTATIONS, min(len(shingles), _CHUNK)), dtype=np.uint64)
     for start in range(0, len(shingles), _CHUNK):
         x = shingles[None, start : start + _CHUNK]
-        n = x.shape[1]
-        yy, rr, ww = y[:, :n], r[:, :n], wrapped[:, :n]
+        yy = y[:, : x.shape[1]]
         np.multiply(_A, x, out=yy)
-        yy += _B  # < 2**63 + 2**61: never overflows
-        np.bitwise_and(yy, _PRIME, out=rr)
-        yy >>= _SHIFT
-        rr += yy  # <= 2**61 + 7
-        np.greater_equal(rr, _PRIME, out=ww)
-        np.subtract(rr, _PRIME, out=rr, where=ww)
-        np.minimum(out, rr.min(axis=1), out=out)
+        yy += _B
+        np.minimum(out, yy.min(axis=1), out=out)
     return out
 
 

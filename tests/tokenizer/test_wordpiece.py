@@ -240,6 +240,22 @@ def test_fast_path_matches_the_full_pipeline(tiny_vocab_path: Path, do_lower_cas
     assert expected == [ref_ids(t) for t in texts]
 
 
+def test_word_cache_is_bounded_and_changes_no_ids(
+    tiny_vocab: Vocab, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fast path's word-ids cache starts again when full; ids are the same either way."""
+    from tokenizer import wordpiece
+
+    rng = random.Random(7)
+    texts = [" ".join(f"w{rng.randint(0, 500)}x" for _ in range(8)) + "." for _ in range(400)]
+    expected = BertWordPieceTokenizer(tiny_vocab, do_lower_case=True).encode_batch(texts)
+    monkeypatch.setattr(wordpiece, "MAX_CACHED_WORDS", 50)
+    tok = BertWordPieceTokenizer(tiny_vocab, do_lower_case=True)
+    got = [ids for text in texts for ids in tok.encode_batch([text])]
+    assert got == expected
+    assert 0 < len(tok._fast_path()._word_ids) <= 50
+
+
 def test_fast_path_takes_curly_quotes_and_dashes() -> None:
     """The characters of English prose pass the fast path's checks (a candidate that fails
     them is only slower: its texts take the full pipeline)."""
