@@ -145,10 +145,16 @@ class _Tokenizer(PunktSentenceTokenizer):
     """
 
     titles: frozenset[str] = frozenset()
-    uncertain: frozenset[str] = frozenset()
-    """Lowercase words whose "word." break Punkt may revise (see ``_certain_break``)."""
+    uncertain: frozenset[str] | None = None
+    """Lowercase words whose "word." break Punkt may revise (see ``_certain_break``): the
+    abbreviations, the collocations' first words and ``titles``; made from them on first use
+    when not set."""
 
     def _slices_from_text(self, text: str) -> Iterator[slice]:  # type: ignore[override]
+        if self.uncertain is None:
+            params = self._params
+            firsts = (first for first, _ in params.collocations)
+            self.uncertain = frozenset({*params.abbrev_types, *firsts, *self.titles})
         last_break = 0
         certain = self._certain_break
         for match, context in self._match_potential_end_contexts(text):
@@ -184,7 +190,7 @@ class _Tokenizer(PunktSentenceTokenizer):
         if found is None:
             return False
         word = found.group(1)
-        return word is None or word.lower() not in self.uncertain
+        return word is None or word.lower() not in self.uncertain  # type: ignore[operator]
 
     def _tokenize_words(self, plaintext: str) -> list[PunktToken]:  # type: ignore[override]
         """NLTK's word tokens (lines split, blank lines mark a paragraph start), as a list."""
@@ -390,10 +396,6 @@ class SentenceSplitter:
                 self.tables.to_parameters(), lang_vars=QuoteAwareLanguageVars(), token_cls=_Token
             )
             tokenizer.titles = self.titles
-            tables = self.tables
-            tokenizer.uncertain = frozenset(
-                {*tables.abbrev_types, *(first for first, _ in tables.collocations), *self.titles}
-            )
             self._tokenizer = tokenizer
         return self._tokenizer
 
