@@ -5,7 +5,17 @@ Runtime pins are exact so that workers and the launcher agree; ``requirements.lo
 whole environment (including test and training tools) for local use and CI.
 """
 
+import re
+from pathlib import Path
+
 from setuptools import find_packages, setup
+
+
+def _version() -> str:
+    """``PACKAGE_VERSION`` in pipeline/job_config.py: one place, also in every stage fingerprint."""
+    text = (Path(__file__).resolve().parent / "pipeline" / "job_config.py").read_text()
+    return re.search(r'^PACKAGE_VERSION = "([^"]+)"', text, re.M).group(1)
+
 
 PACKAGES = ["pipeline", "transforms", "tokenizer", "trainer", "shards"]
 """The top-level packages: setup.py installs them, the Dockerfile copies exactly these."""
@@ -52,7 +62,7 @@ EXTRAS = {
 
 setup(
     name="bertprep",
-    version="0.1.0",
+    version=_version(),
     description="BERT pretraining data preparation: clean, vocab, instances, shards, trainer.",
     python_requires=">=3.10,<3.13",
     packages=find_packages(include=[f"{name}*" for name in PACKAGES]),

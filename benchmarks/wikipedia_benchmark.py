@@ -230,7 +230,7 @@ def _steps(baseline: Path | None) -> list[tuple[str, float]]:
 
 
 def _quality(sentences: list[str]) -> tuple[int, int, int]:
-    from transforms.wikitext import markup_debris
+    from benchmarks.markup_debris import markup_debris
 
     holes = sum(1 for s in sentences if TEMPLATE_HOLE.search(s))
     debris = sum(1 for s in sentences if markup_debris(s))

@@ -13,14 +13,16 @@ from apache_beam.options.pipeline_options import (
     TypeOptions,
 )
 
+from transforms.errors import UserError
+
 UNSAFE_DIRECT_MODE = "multi_threading"
 
 
-class UnsafeRunnerModeError(ValueError):
+class UnsafeRunnerModeError(UserError, ValueError):
     """The requested runner mode is known to lose records."""
 
 
-class BeamOptionError(ValueError):
+class BeamOptionError(UserError, ValueError):
     """An argument is not a Beam pipeline option Beam knows, or has a value Beam rejects."""
 
     def __init__(self, message: str, option: str | None = None) -> None:

@@ -25,13 +25,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from pipeline.artifacts import (
-    merge_reject_parts,
-    parquet_rows,
-    read_json,
-    write_json,
-    write_json_atomically,
-)
+from pipeline.artifacts import matching_paths, merge_reject_parts, read_parquet
 from pipeline.clean_stages import (
     BANDS_TAG,
     EXACT_TAG,
@@ -45,24 +39,34 @@ from pipeline.clean_stages import (
     train_punkt,
 )
 from pipeline.input_files import InputFile, expand_inputs
+from pipeline.job_scaffold import (
+    REJECTS,
+    RESULT,
+    ReconciliationError,
+    SaveCounts,
+    delete_tree,
+    prepare_output,
+    reconcile,
+    take_counts,
+    write_manifest,
+)
 from pipeline.progress import ProgressMonitor, ProgressReporter, progress_dir
 from pipeline.source_readers import SourceReader, WorkUnit
-from pipeline.stats import STATS_TAG, MergeCounts
+from pipeline.stats import STATS_TAG
 from transforms.duplicate_keys import chunk_of, row_of
+from transforms.errors import UserError
+from transforms.seeding import DEFAULT_SEED
 
 LOG = logging.getLogger("bertprep.clean")
-MANIFEST = "manifest.json"
-REJECTS = "rejects.jsonl"
 MANIFEST_FORMAT = "bertprep.clean/1"
 SOURCES = ("wikipedia", "books", "jsonl", "parquet")
-_RESULT = ".pipeline-result.json"
 
 
-class CleanConfigError(ValueError):
+class CleanConfigError(UserError, ValueError):
     """The cleaning job's configuration is unusable; the message says why."""
 
 
-class CleanReconciliationError(RuntimeError):
+class CleanReconciliationError(ReconciliationError):
     """What the workers counted disagrees with what the output files hold."""
 
 
@@ -84,12 +88,21 @@ class CleanJobConfig:
     export_text: bool = True
     chunk_documents: int = 4096
     """At most this many documents per staged chunk (and per output file)."""
-    chunk_bytes: int = 16 << 20
-    """A chunk is closed once its text reaches this many characters."""
+    chunk_mb: float = 16
+    """A chunk is closed once its text reaches this many MB (2**20 characters)."""
     punkt_sample_documents: int = 2000
     max_sentence_chars: int = 2000
-    multistream_bytes: int = 64 << 20
-    seed: int = 12345
+    multistream_mb: float = 64
+    """A multistream dump with its index is split into ranges of about this many compressed MB."""
+    seed: int = DEFAULT_SEED
+
+    @property
+    def chunk_bytes(self) -> int:
+        return int(self.chunk_mb * 2**20)
+
+    @property
+    def multistream_bytes(self) -> int:
+        return int(self.multistream_mb * 2**20)
 
     def inputs(self) -> dict[str, list[str]]:
         return {s: getattr(self, s) for s in SOURCES if getattr(self, s)}
@@ -188,12 +201,10 @@ def build_pipeline(
         tables=beam.pvalue.AsSingleton(tables),
     ).with_outputs(STATS_TAG, main="none")
     stats_parts.append(finished[STATS_TAG])
-    result_path = FileSystems.join(config.output, _RESULT)
     (
         stats_parts
         | "AllStats" >> beam.Flatten()
-        | "MergeStats" >> beam.CombineGlobally(MergeCounts())
-        | "WriteResult" >> beam.Map(lambda totals: write_json(result_path, totals))
+        | "SaveCounts" >> SaveCounts(FileSystems.join(config.output, RESULT))
     )
 
 
@@ -205,29 +216,8 @@ def _by_source(stats: dict[str, int]) -> dict[str, dict[str, int]]:
     return out
 
 
-def _delete_tree(directory: str) -> None:
-    found = [m.path for m in FileSystems.match([FileSystems.join(directory, "*")])[0].metadata_list]
-    if found:
-        FileSystems.delete(found)
-    if FileSystems.exists(directory):
-        FileSystems.delete([directory])
-
-
-def _remove_previous_output(output: str) -> None:
-    stale = []
-    for pattern in (
-        "documents-*.parquet",
-        "text/part-*.txt",
-        "punkt/*",
-        MANIFEST,
-        "rejects.jsonl",
-    ):
-        stale += [
-            m.path for m in FileSystems.match([FileSystems.join(output, pattern)])[0].metadata_list
-        ]
-    if stale:
-        FileSystems.delete(stale)
-    _delete_tree(FileSystems.join(output, STAGING))
+STALE = ("documents-*.parquet", "text/part-*.txt", "punkt/*", REJECTS)
+"""The job's own files from an earlier run (patterns under its output)."""
 
 
 def run_clean_job(
@@ -255,9 +245,7 @@ def run_clean_job(
             for kind, fs in files.items()
         )
     )
-    if not FileSystems.exists(config.output):
-        FileSystems.mkdirs(config.output)
-    _remove_previous_output(config.output)
+    prepare_output(config.output, STALE, trees=[STAGING])
     pretrained = load_punkt_tables()
     punkt = "pretrained punkt_tab (NLTK_DATA)" if pretrained else "trained on the corpus (punkt/)"
     progress(f"sentence splitter: {punkt}")
@@ -272,13 +260,11 @@ def run_clean_job(
         result.wait_until_finish()
     elapsed = time.monotonic() - started
 
-    result_path = FileSystems.join(config.output, _RESULT)
-    stats = read_json(result_path)
-    FileSystems.delete([result_path])
+    stats = take_counts(FileSystems.join(config.output, RESULT))
     per_source = _by_source(stats)
     documents_out = sum(s.get("documents_out", 0) for s in per_source.values())
     if documents_out == 0:
-        _delete_tree(FileSystems.join(config.output, STAGING))
+        delete_tree(FileSystems.join(config.output, STAGING))
         reasons = {
             f"{src}.{k}": v
             for src, counts in per_source.items()
@@ -290,21 +276,21 @@ def run_clean_job(
     rejected = merge_reject_parts(
         FileSystems.join(staging, "rejects-*.jsonl"), FileSystems.join(config.output, REJECTS)
     )
-    _delete_tree(staging)
-    outputs = {
-        m.path.rsplit("/", 1)[-1]: parquet_rows(m.path)
-        for m in FileSystems.match([FileSystems.join(config.output, "documents-*.parquet")])[
-            0
-        ].metadata_list
+    delete_tree(staging)
+    files_out = {
+        path.rsplit("/", 1)[-1]: _documents_and_sentences(path)
+        for path in matching_paths(FileSystems.join(config.output, "documents-*.parquet"))
     }
-    outputs = dict(sorted(outputs.items()))
-    if sum(outputs.values()) != documents_out:
-        raise CleanReconciliationError(
-            f"workers counted {documents_out} documents out, the output files hold "
-            f"{sum(outputs.values())}"
-        )
+    outputs = {name: documents for name, (documents, _) in sorted(files_out.items())}
+    sentences_out = sum(s.get("sentences_out", 0) for s in per_source.values())
+    reconcile("documents", documents_out, sum(outputs.values()), CleanReconciliationError)
+    reconcile(
+        "sentences",
+        sentences_out,
+        sum(sentences for _, sentences in files_out.values()),
+        CleanReconciliationError,
+    )
     manifest = {
-        "format": MANIFEST_FORMAT,
         "config": asdict(config),
         "inputs": {kind: [f.fingerprint() for f in fs] for kind, fs in files.items()},
         "sentence_splitter": punkt,
@@ -313,10 +299,16 @@ def run_clean_job(
         "counts": per_source,
         "totals": {
             "documents": documents_out,
-            "sentences": sum(s.get("sentences_out", 0) for s in per_source.values()),
+            "sentences": sentences_out,
             "characters": sum(s.get("characters_out", 0) for s in per_source.values()),
         },
-        "elapsed_seconds": round(elapsed, 2),
     }
-    write_json_atomically(FileSystems.join(config.output, MANIFEST), manifest)
-    return manifest
+    return write_manifest(config.output, MANIFEST_FORMAT, manifest, elapsed)
+
+
+def _documents_and_sentences(path: str) -> tuple[int, int]:
+    """Rows of a documents file and the sentences they hold (read from the file itself)."""
+    import pyarrow.compute as pc
+
+    column = read_parquet(path, ["sentences"]).column("sentences")
+    return len(column), int(pc.sum(pc.list_value_length(column)).as_py() or 0)

@@ -95,7 +95,8 @@ def unknown_argument_error(
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point. Options the command does not define must be Beam pipeline options (for the
-    commands that run a pipeline), passed on to Beam; anything else exits 2 naming it."""
+    commands that run a pipeline), passed on to Beam; anything else exits 2 naming it, and so
+    does every ``transforms.errors.UserError`` a command raises (caught here, once)."""
     argv = sys.argv[1:] if argv is None else argv
     _quiet_logging("-v" in argv or "--verbose" in argv)
     parser = build_parser()
@@ -109,9 +110,20 @@ def main(argv: list[str] | None = None) -> int:
         args.command, extra, parser_options(command) + parser_options(parser), takes_beam
     )
     if problem:
-        print(f"bertprep {args.command}: error: {problem}", file=sys.stderr)
-        return 2
-    return args.run(args, extra)
+        return _user_error(args.command, problem)
+    from transforms.errors import UserError
+
+    try:
+        return args.run(args, extra)
+    except UserError as e:
+        return _user_error(args.command, str(e))
+
+
+def _user_error(command: str, message: str) -> int:
+    """The one way a user error ends a command: ``bertprep COMMAND: error: MESSAGE`` on
+    stderr, no traceback, exit status 2."""
+    print(f"bertprep {command}: error: {message}", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":

@@ -7,8 +7,10 @@ from dataclasses import asdict, dataclass
 
 from apache_beam.io.filesystems import FileSystems
 
+from transforms.errors import UserError
 
-class NoInputFilesError(ValueError):
+
+class NoInputFilesError(UserError, ValueError):
     """An input pattern matched nothing."""
 
 

@@ -22,7 +22,6 @@ from pipeline.artifacts import (
     parquet_rows,
     read_json,
     write_json,
-    write_json_atomically,
 )
 from pipeline.bert_text_source import ReadBertTextDocuments
 from pipeline.input_files import InputFile, expand_inputs
@@ -32,6 +31,12 @@ from pipeline.instance_creation import (
     CreateInstances,
     bucket_count,
 )
+from pipeline.job_scaffold import (
+    REJECTS,
+    RESULT,
+    ReconciliationError,
+    write_manifest,
+)
 from pipeline.progress import ProgressMonitor, ProgressReporter, progress_dir
 from pipeline.shard_writer import SUFFIXES, WriteShards
 from pipeline.spill_groups import CoalesceSpills
@@ -40,9 +45,11 @@ from pipeline.tokenize_documents import TokenizeDocuments
 from tokenizer.vocab import Vocab
 from tokenizer.wordpiece import BertWordPieceTokenizer
 from transforms.bert_text import DEFAULT_MAX_DOCUMENT_SENTENCES, DEFAULT_MAX_SENTENCE_CHARS
+from transforms.errors import UserError
 from transforms.features import (
     DYNAMIC,
     INPUT_MODES,
+    MANIFEST,
     MASKINGS,
     SENTENCE_PAIRS,
     STATIC,
@@ -51,26 +58,21 @@ from transforms.features import (
 )
 from transforms.instance_batches import InstanceSettings, TokenTables
 from transforms.instances import PairConfig
-from transforms.masking import MaskingConfig
+from transforms.masking import MaskingConfig, prediction_budget
+from transforms.seeding import DEFAULT_SEED
 
 LOG = logging.getLogger("bertprep.instances")
-MANIFEST = "manifest.json"
-REJECTS = "rejects.jsonl"
-_RESULT = ".pipeline-result.json"
+_RESULT = RESULT
 SPILL_DIR = ".spill"
 MANIFEST_FORMAT = "bertprep.instances/1"
 
 
-class JobConfigError(ValueError):
+class JobConfigError(UserError, ValueError):
     """The job's configuration cannot produce correct output; the message says why."""
 
 
-class NoInstancesError(RuntimeError):
+class NoInstancesError(UserError, RuntimeError):
     """The job ran but produced zero instances; the message says why."""
-
-
-class ReconciliationError(RuntimeError):
-    """What the workers counted disagrees with what the output files hold."""
 
 
 @dataclass(frozen=True)
@@ -85,7 +87,7 @@ class InstancesJobConfig:
     masked_lm_prob: float = 0.15
     dupe_factor: int = 10
     short_seq_prob: float = 0.1
-    seed: int = 12345
+    seed: int = DEFAULT_SEED
     num_shards: int = 256
     do_lower_case: bool = True
     whole_word_mask: bool = False
@@ -202,7 +204,7 @@ def check_settings(config: InstancesJobConfig, naming: Naming = Naming()) -> Ins
     except ValueError as e:
         pattern = r"\b(" + "|".join(_SETTING_FIELDS) + r")\b"
         raise JobConfigError(re.sub(pattern, lambda m: naming(m.group(1)), str(e))) from e
-    full = max(1, int(round(config.max_seq_length * config.masked_lm_prob)))
+    full = prediction_budget(config.max_seq_length, config.masked_lm_prob)
     if config.max_predictions_per_seq < full and not config.allow_prediction_cap:
         raise JobConfigError(
             f"{naming('max_predictions_per_seq')} {config.max_predictions_per_seq} is too small "
@@ -232,9 +234,7 @@ def check_config(
 
 def token_tables(vocab: Vocab, config: InstancesJobConfig) -> TokenTables:
     return TokenTables(
-        cls_id=vocab.cls_id,
-        sep_id=vocab.sep_id,
-        mask_id=vocab.mask_id,
+        ids=vocab.special_ids(),
         replacement_ids=vocab.replacement_ids(include_special=config.reference_random_tokens),
         is_continuation=vocab.continuation_mask(),
     )
@@ -664,5 +664,4 @@ def _finish(config, files, vocab, result, label: str, elapsed: float) -> dict:
             "the job produced zero instances: " + explain_no_instances(stats, len(files))
         )
     manifest = build_manifest(config, vocab, files, shards, stats, elapsed)
-    write_json_atomically(FileSystems.join(config.output, MANIFEST), manifest)
-    return manifest
+    return write_manifest(config.output, manifest.pop("format"), manifest, elapsed)

@@ -14,39 +14,44 @@ from typing import Any, get_type_hints
 
 import yaml
 
+from pipeline.clean_job import CleanJobConfig
+from pipeline.instances_job import InstancesJobConfig
+from pipeline.job_config import section
+from pipeline.vocab_job import VocabJobConfig
+from transforms.errors import UserError
 from transforms.features import INPUT_MODES, MASKINGS
+from transforms.seeding import DEFAULT_SEED
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError, ValueError):
     """The configuration is invalid; the message names the key."""
 
 
-@dataclass
-class InputsConfig:
-    wikipedia: list[str] = field(default_factory=list)
-    books: list[str] = field(default_factory=list)
-    jsonl: list[str] = field(default_factory=list)
-    parquet: list[str] = field(default_factory=list)
-    text_field: str = "text"
+SOURCES = ("wikipedia", "books", "jsonl", "parquet")
 
+InputsConfig = section("InputsConfig", CleanJobConfig, only=(*SOURCES, "text_field", "title_field"))
+"""``inputs``: the clean job's sources (path patterns) and its JSONL/Parquet field names."""
 
-@dataclass
-class CleanConfig:
-    dedup: str = "near"
-    min_words: int = 20
-    chunk_mb: int = 16
-    """Text per clean output file and unit of work after reading (MB)."""
-    keep_disambiguation: bool = False
+CleanConfig = section(
+    "CleanConfig",
+    CleanJobConfig,
+    exclude=("output", *SOURCES, "text_field", "title_field", "export_text", "seed"),
+    defaults={"dedup": "near"},
+)
+"""``clean``: the clean job's filters and sizes. One default differs from ``bertprep clean``:
+``dedup`` is ``near`` here (near-duplicates go before the eval split, so none straddles it) and
+``exact`` there (the cheaper pass, for a corpus of its own)."""
 
+VocabConfig = section(
+    "VocabConfig",
+    VocabJobConfig,
+    exclude=("input", "output", "seed", "compare_vocab", "exclude_eval_fraction"),
+    extra=(("path", str | None, None),),
+)
+"""``vocab``: the vocab job's settings, or ``path``: a given vocab.txt (no vocab stage)."""
 
-@dataclass
-class VocabConfig:
-    path: str | None = None
-    vocab_size: int = 30522
-    lowercase: bool = True
-    sample_sentences: int = 1_000_000
-    min_frequency: int = 2
-    limit_alphabet: int = 1000
+ALIASES = {"vocab": {"lowercase": "do_lower_case"}}
+"""Older spellings still read (the job's name is the one written)."""
 
 
 @dataclass
@@ -54,37 +59,27 @@ class EvalConfig:
     fraction: float = 0.01
 
 
-@dataclass
-class PhaseConfig:
-    name: str = "seq128"
-    max_seq_length: int = 128
-    max_predictions_per_seq: int = 20
-    masked_lm_prob: float = 0.15
-    dupe_factor: int | None = None
-    """Passes over the data; None: 10 for static masking, 1 for dynamic."""
-    short_seq_prob: float = 0.1
-    num_shards: int = 256
-    eval_num_shards: int = 4
-    whole_word_mask: bool = False
-    allow_prediction_cap: bool = False
-    masking: str = "static"
-    """static (masks in the records) or dynamic (unmasked records, masked by the trainer)."""
-    input_mode: str = "sentence-pairs"
-    """sentence-pairs (NSP), full-sentences or doc-sentences (packed, no NSP)."""
+PhaseConfig = section(
+    "PhaseConfig",
+    InstancesJobConfig,
+    exclude=("inputs", "vocab", "output", "seed", "do_lower_case", "shard_names", "pretokenized"),
+    extra=(("name", str, "seq128"), ("eval_num_shards", int, 4)),
+    defaults={"dupe_factor": None},
+)
+"""``phases[i]``: one instance phase, every setting of the instances job (``dupe_factor`` None:
+10 for static masking, 1 for dynamic), its ``name`` and ``eval_num_shards``. The seed is the
+run's, the casing the vocab's."""
 
 
 @dataclass
 class RunConfig:
     output: str = "bertprep-out"
-    seed: int = 12345
+    seed: int = DEFAULT_SEED
     inputs: InputsConfig = field(default_factory=InputsConfig)
     clean: CleanConfig = field(default_factory=CleanConfig)
     vocab: VocabConfig = field(default_factory=VocabConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     phases: list[PhaseConfig] = field(default_factory=lambda: [PhaseConfig()])
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
 
 
 def _check(value: Any, kind: Any, where: str) -> Any:
@@ -97,8 +92,10 @@ def _check(value: Any, kind: Any, where: str) -> Any:
         hints = get_type_hints(kind)
         known = [f.name for f in dataclasses.fields(kind)]
         out = {}
+        aliases = ALIASES.get(where, {})
         for key, item in value.items():
             path = f"{where}.{key}" if where else str(key)
+            key = aliases.get(key, key)
             if key not in known:
                 close = difflib.get_close_matches(str(key), known, n=1)
                 hint = f" (did you mean {close[0]}?)" if close else f" (known: {', '.join(known)})"
@@ -132,8 +129,10 @@ def _check(value: Any, kind: Any, where: str) -> Any:
 def _validate(config: RunConfig) -> RunConfig:
     if config.clean.dedup not in ("exact", "near", "none"):
         raise ConfigError("clean.dedup: must be exact, near or none")
-    if config.clean.chunk_mb < 1:
+    if config.clean.chunk_mb <= 0:
         raise ConfigError("clean.chunk_mb: must be positive")
+    if not 0 < config.clean.near_threshold <= 1:
+        raise ConfigError("clean.near_threshold: must lie in (0, 1]")
     if not 0 <= config.eval.fraction < 1:
         raise ConfigError("eval.fraction: must lie in [0, 1)")
     if not config.phases:
@@ -161,7 +160,7 @@ def _validate(config: RunConfig) -> RunConfig:
         ):
             if getattr(phase, key) < 1:
                 raise ConfigError(f"phases[{i}].{key}: must be positive")
-    if not any(getattr(config.inputs, k) for k in ("wikipedia", "books", "jsonl", "parquet")):
+    if not any(getattr(config.inputs, k) for k in SOURCES):
         raise ConfigError("inputs: give at least one of wikipedia, books, jsonl, parquet")
     return config
 
@@ -220,7 +219,7 @@ def load_run_config(path: str | Path | None, overrides: list[str] = ()) -> RunCo
     def resolve(p: str) -> str:
         return p if "://" in p or Path(p).is_absolute() else str(base / p)
 
-    for kind in ("wikipedia", "books", "jsonl", "parquet"):
+    for kind in SOURCES:
         setattr(config.inputs, kind, [resolve(p) for p in getattr(config.inputs, kind)])
     if config.vocab.path:
         config.vocab.path = resolve(config.vocab.path)

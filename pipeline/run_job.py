@@ -4,40 +4,35 @@ Stages and their artifact directories under ``output``:
 ``clean`` → ``clean/``; ``split`` (held-out documents) → ``split/{train,eval}/``; ``vocab`` →
 ``vocab/`` (or a given vocab.txt); ``tokenize`` → ``tokens/{train,eval}/`` (token ids computed
 once, read by every phase and every dupe pass); one ``phase:<name>`` per instance phase →
-``<name>/train/`` and ``<name>/eval/``. A stage's fingerprint hashes its own settings and the fingerprints of what it
-reads; when its directory holds ``stage.json`` with that fingerprint (written only after the stage
+``<name>/train/`` and ``<name>/eval/``. A stage's fingerprint hashes its whole job config, the
+package version and the fingerprints of what it reads (``pipeline.job_config.stage_fingerprint``); when its directory holds ``stage.json`` with that fingerprint (written only after the stage
 finished), the stage is skipped. So an interrupted run resumes where it stopped, and a config
 change reruns exactly the stages it affects and those downstream of them.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipeline.artifacts import write_json_atomically
-from pipeline.run_config import RunConfig
+from pipeline.clean_job import CleanJobConfig
+from pipeline.instances_job import InstancesJobConfig
+from pipeline.job_config import job_settings, stage_fingerprint
+from pipeline.run_config import SOURCES, PhaseConfig, RunConfig
+from pipeline.vocab_job import VocabJobConfig
+from transforms.errors import UserError
 
 STAGE_FILE = "stage.json"
 SUMMARY = "run_summary.json"
 
 
-ARTIFACT_FORMAT = 2
-"""Bumped whenever a stage's artifact layout changes, so no run resumes on an older layout."""
-
-
-def fingerprint(*parts: object) -> str:
-    data = json.dumps((ARTIFACT_FORMAT, *parts), sort_keys=True, default=str).encode("utf-8")
-    return hashlib.sha256(data).hexdigest()[:16]
-
-
-class EmptyTokensError(RuntimeError):
+class EmptyTokensError(UserError, RuntimeError):
     """The tokenize stage kept no training document; the message says where the rejects are."""
 
 
@@ -137,7 +132,7 @@ def preflight(config: RunConfig, force: set[str]) -> None:
     Raises ConfigError naming the config key (or the flag) at fault."""
     import difflib
 
-    from pipeline.instances_job import InstancesJobConfig, JobConfigError, Naming, check_settings
+    from pipeline.instances_job import JobConfigError, Naming, check_settings
     from pipeline.run_config import ConfigError
     from tokenizer.vocab import Vocab, VocabError
 
@@ -150,22 +145,7 @@ def preflight(config: RunConfig, force: set[str]) -> None:
     for i, phase in enumerate(config.phases):
         try:
             check_settings(
-                InstancesJobConfig(
-                    inputs=["(tokens)"],
-                    vocab="(vocab)",
-                    output="(phase)",
-                    max_seq_length=phase.max_seq_length,
-                    max_predictions_per_seq=phase.max_predictions_per_seq,
-                    masked_lm_prob=phase.masked_lm_prob,
-                    dupe_factor=phase.dupe_factor,
-                    short_seq_prob=phase.short_seq_prob,
-                    seed=config.seed,
-                    num_shards=phase.num_shards,
-                    whole_word_mask=phase.whole_word_mask,
-                    allow_prediction_cap=phase.allow_prediction_cap,
-                    masking=phase.masking,
-                    input_mode=phase.input_mode,
-                ),
+                phase_job_configs(config, phase, "(vocab)")["train"],
                 Naming(f"phases[{i}]."),
             )
         except JobConfigError as e:
@@ -175,6 +155,59 @@ def preflight(config: RunConfig, force: set[str]) -> None:
             Vocab.from_file(config.vocab.path)
         except (OSError, VocabError) as e:
             raise ConfigError(f"vocab.path {config.vocab.path}: {e}") from e
+
+
+def clean_job_config(config: RunConfig) -> CleanJobConfig:
+    """The clean stage's job: ``inputs`` and ``clean`` keys as they are, the run's seed."""
+    return CleanJobConfig(
+        output=FileSystems.join(config.output, "clean"),
+        **job_settings(config.inputs, CleanJobConfig),
+        **job_settings(config.clean, CleanJobConfig),
+        export_text=False,
+        seed=config.seed,
+    )
+
+
+def vocab_job_config(config: RunConfig) -> VocabJobConfig:
+    """The vocab stage's job: ``vocab`` keys, trained on the clean documents less the split's
+    held-out ones (same seed and fraction)."""
+    return VocabJobConfig(
+        input=FileSystems.join(config.output, "clean", "documents-*.parquet"),
+        output=FileSystems.join(config.output, "vocab"),
+        **job_settings(config.vocab, VocabJobConfig),
+        seed=config.seed,
+        exclude_eval_fraction=config.eval.fraction,
+    )
+
+
+def phase_job_configs(
+    config: RunConfig, phase: PhaseConfig, vocab_path: str
+) -> dict[str, InstancesJobConfig]:
+    """A phase's two instance jobs by side: every ``phases[i]`` key as it is, on the tokenize
+    stage's files; the eval side makes one pass into ``eval_num_shards`` shards."""
+    from pipeline.tokenize_job import INDEX_PATTERN
+
+    tokens_dir = FileSystems.join(config.output, "tokens")
+    phase_dir = FileSystems.join(config.output, phase.name)
+    train = InstancesJobConfig(
+        **job_settings(phase, InstancesJobConfig),
+        inputs=[FileSystems.join(tokens_dir, "train", INDEX_PATTERN)],
+        pretokenized=True,
+        vocab=vocab_path,
+        output=FileSystems.join(phase_dir, "train"),
+        seed=config.seed,
+        do_lower_case=config.vocab.do_lower_case,
+    )
+    return {
+        "train": train,
+        "eval": replace(
+            train,
+            inputs=[FileSystems.join(tokens_dir, "eval", INDEX_PATTERN)],
+            output=FileSystems.join(phase_dir, "eval"),
+            dupe_factor=1,
+            num_shards=phase.eval_num_shards,
+        ),
+    }
 
 
 def run_all(
@@ -187,12 +220,12 @@ def run_all(
 
     Raises ConfigError (``preflight``) before any work for settings no stage could run with.
     """
-    from pipeline.clean_job import CleanJobConfig, run_clean_job
+    from pipeline.clean_job import run_clean_job
     from pipeline.input_files import expand_inputs
-    from pipeline.instances_job import InstancesJobConfig, run_instances_jobs
+    from pipeline.instances_job import run_instances_jobs
     from pipeline.split_job import run_split_job
-    from pipeline.tokenize_job import INDEX_PATTERN, run_tokenize_job
-    from pipeline.vocab_job import VocabJobConfig, run_vocab_job
+    from pipeline.tokenize_job import run_tokenize_job
+    from pipeline.vocab_job import run_vocab_job
     from tokenizer.vocab import Vocab
 
     preflight(config, set(force))
@@ -202,43 +235,23 @@ def run_all(
 
     inputs = {
         kind: [f.fingerprint() for f in expand_inputs(patterns)]
-        for kind in ("wikipedia", "books", "jsonl", "parquet")
+        for kind in SOURCES
         if (patterns := getattr(config.inputs, kind))
     }
     clean_dir = FileSystems.join(out, "clean")
-    clean_fp = fingerprint(
-        "clean", inputs, config.inputs.text_field, asdict(config.clean), config.seed
-    )
+    clean_job = clean_job_config(config)
+    clean_fp = stage_fingerprint("clean", clean_job, inputs)
 
     def clean() -> dict:
-        manifest = run_clean_job(
-            CleanJobConfig(
-                output=clean_dir,
-                wikipedia=config.inputs.wikipedia,
-                books=config.inputs.books,
-                jsonl=config.inputs.jsonl,
-                parquet=config.inputs.parquet,
-                text_field=config.inputs.text_field,
-                dedup=config.clean.dedup,
-                min_words=config.clean.min_words,
-                keep_disambiguation=config.clean.keep_disambiguation,
-                chunk_bytes=config.clean.chunk_mb << 20,
-                export_text=False,
-                seed=config.seed,
-            ),
-            options_for(),
-            progress,
-        )
-        return {
-            "totals": manifest["totals"],
-            "counts": manifest["counts"],
-            "sentence_splitter": manifest["sentence_splitter"],
-        }
+        manifest = run_clean_job(clean_job, options_for(), progress)
+        return {k: manifest[k] for k in ("totals", "counts", "sentence_splitter")}
 
     clean_details = runner.stage("clean", clean_dir, clean_fp, clean)
 
     split_dir = FileSystems.join(out, "split")
-    split_fp = fingerprint("split", clean_fp, config.eval.fraction, config.seed)
+    split_fp = stage_fingerprint(
+        "split", clean_fp, {"fraction": config.eval.fraction, "seed": config.seed}
+    )
     split_details = runner.stage(
         "split",
         split_dir,
@@ -260,28 +273,15 @@ def run_all(
     if config.vocab.path:
         vocab_path = config.vocab.path
         given = Vocab.from_file(vocab_path)
-        vocab_fp = fingerprint("vocab-given", given.sha256)
+        vocab_fp = stage_fingerprint("vocab-given", given.sha256)
         vocab_details = {"path": vocab_path, "sha256": given.sha256, "size": len(given)}
     else:
         vocab_path = FileSystems.join(vocab_dir, "vocab.txt")
-        vocab_fp = fingerprint("vocab", split_fp, asdict(config.vocab), config.seed)
+        vocab_job = vocab_job_config(config)
+        vocab_fp = stage_fingerprint("vocab", split_fp, vocab_job)
 
         def vocab() -> dict:
-            manifest = run_vocab_job(
-                VocabJobConfig(
-                    input=FileSystems.join(clean_dir, "documents-*.parquet"),
-                    output=vocab_dir,
-                    vocab_size=config.vocab.vocab_size,
-                    do_lower_case=config.vocab.lowercase,
-                    sample_sentences=config.vocab.sample_sentences,
-                    min_frequency=config.vocab.min_frequency,
-                    limit_alphabet=config.vocab.limit_alphabet,
-                    seed=config.seed,
-                    exclude_eval_fraction=config.eval.fraction,
-                ),
-                options_for(),
-                progress,
-            )
+            manifest = run_vocab_job(vocab_job, options_for(), progress)
             return {
                 "path": vocab_path,
                 "sha256": manifest["vocab"]["sha256"],
@@ -292,7 +292,8 @@ def run_all(
         vocab_details = runner.stage("vocab", vocab_dir, vocab_fp, vocab)
 
     tokens_dir = FileSystems.join(out, "tokens")
-    tokens_fp = fingerprint("tokens", split_fp, vocab_fp, config.vocab.lowercase)
+    lowercase = config.vocab.do_lower_case
+    tokens_fp = stage_fingerprint("tokens", split_fp, vocab_fp, {"do_lower_case": lowercase})
 
     def tokenize() -> dict:
         sides = {
@@ -303,9 +304,7 @@ def run_all(
             for side in ("train", "eval")
             if split_details["documents"].get(side, 0)
         }
-        manifests = run_tokenize_job(
-            sides, vocab_path, config.vocab.lowercase, options_for(), progress
-        )
+        manifests = run_tokenize_job(sides, vocab_path, lowercase, options_for(), progress)
         return {
             side: {
                 "files": len(m["files"]),
@@ -330,37 +329,21 @@ def run_all(
     phases_by_name = {}
     for phase in config.phases:
         phase_dir = FileSystems.join(out, phase.name)
-        phase_fp = fingerprint("phase", tokens_fp, asdict(phase), config.seed)
+        sides = phase_job_configs(config, phase, vocab_path)
+        phase_fp = stage_fingerprint("phase", tokens_fp, sides["train"], sides["eval"])
         phase_specs.append((f"phase:{phase.name}", phase_dir, phase_fp))
-        phases_by_name[f"phase:{phase.name}"] = (phase, phase_dir)
+        phases_by_name[f"phase:{phase.name}"] = (phase, phase_dir, sides)
 
     def make_phases(names: list[str]) -> dict[str, dict]:
         """Every stale phase, train and eval sides, in one pipeline: one runner start-up."""
         jobs: dict[tuple[str, str], InstancesJobConfig] = {}
         for name in names:
-            phase, phase_dir = phases_by_name[name]
-            for side, shards in (("train", phase.num_shards), ("eval", phase.eval_num_shards)):
+            phase, _, sides = phases_by_name[name]
+            for side, job in sides.items():
                 if not tokens_details.get(side, {}).get("documents"):
                     progress(f"phase:{phase.name}: no {side} documents, no {side} shards")
                     continue
-                jobs[name, side] = InstancesJobConfig(
-                    inputs=[FileSystems.join(tokens_dir, side, INDEX_PATTERN)],
-                    pretokenized=True,
-                    vocab=vocab_path,
-                    output=FileSystems.join(phase_dir, side),
-                    max_seq_length=phase.max_seq_length,
-                    max_predictions_per_seq=phase.max_predictions_per_seq,
-                    masked_lm_prob=phase.masked_lm_prob,
-                    dupe_factor=phase.dupe_factor if side == "train" else 1,
-                    short_seq_prob=phase.short_seq_prob,
-                    seed=config.seed,
-                    num_shards=shards,
-                    do_lower_case=config.vocab.lowercase,
-                    whole_word_mask=phase.whole_word_mask,
-                    allow_prediction_cap=phase.allow_prediction_cap,
-                    masking=phase.masking,
-                    input_mode=phase.input_mode,
-                )
+                jobs[name, side] = job
         manifests = run_instances_jobs(list(jobs.values()), options_for(), progress)
         results: dict[str, dict] = {name: {} for name in names}
         for (name, side), manifest in zip(jobs, manifests, strict=True):

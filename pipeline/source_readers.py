@@ -33,11 +33,6 @@ class WorkUnit:
     name: str
     stream_range: object = None
 
-    @property
-    def dump(self) -> str:
-        """The dump file's name (the same for every range of it, so document ids are too)."""
-        return self.name
-
 
 OnRead = Callable[[int], None]
 """Called with the number of (compressed, as stored) input bytes each read consumed."""

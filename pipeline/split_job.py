@@ -15,23 +15,19 @@ from __future__ import annotations
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline.artifacts import (
-    delete_matching,
-    matching_paths,
-    parquet_rows,
-    read_json,
-    read_parquet,
-    write_json,
-    write_parquet_atomically,
-)
+from pipeline import job_scaffold as scaffold
+from pipeline.artifacts import matching_paths, parquet_rows, read_parquet, write_parquet_atomically
 from pipeline.counting import CountingDoFn
-from pipeline.stats import STATS_TAG, MergeCounts
+from pipeline.stats import STATS_TAG
 from transforms.seeding import stable_hash64
 
 SIDES = ("train", "eval")
 
 
-class SplitReconciliationError(RuntimeError):
+MANIFEST_FORMAT = "bertprep.split/1"
+
+
+class SplitReconciliationError(scaffold.ReconciliationError):
     """The workers' counts disagree with the split files."""
 
 
@@ -74,10 +70,14 @@ class SplitFileFn(CountingDoFn):
 def run_split_job(
     clean_dir: str, output: str, seed: int, fraction: float, options
 ) -> dict[str, int]:
-    """Writes ``output/{train,eval}/documents-*.parquet``; returns documents per side."""
-    delete_matching([FileSystems.join(output, side, "documents-*.parquet") for side in SIDES])
+    """Writes ``output/{train,eval}/documents-*.parquet`` and ``output/manifest.json`` (rows per
+    file, reconciled against the workers' counts); returns documents per side."""
+    import time
+
+    scaffold.prepare_output(output, [f"{side}/documents-*.parquet" for side in SIDES])
     files = matching_paths(FileSystems.join(clean_dir, "documents-*.parquet"))
-    counts_path = FileSystems.join(output, ".counts.json")
+    counts_path = FileSystems.join(output, scaffold.RESULT)
+    started = time.monotonic()
     with beam.Pipeline(options=options) as p:
         split = (
             p
@@ -86,20 +86,27 @@ def run_split_job(
             | "Split"
             >> beam.ParDo(SplitFileFn(output, seed, fraction)).with_outputs(STATS_TAG, main="none")
         )
-        (
-            split[STATS_TAG]
-            | "Sum" >> beam.CombineGlobally(MergeCounts())
-            | "Save" >> beam.Map(lambda c: write_json(counts_path, c))
-        )
-    counts = read_json(counts_path)
-    FileSystems.delete([counts_path])
-    for side in SIDES:
-        written = sum(
-            parquet_rows(path)
+        split[STATS_TAG] | "SaveCounts" >> scaffold.SaveCounts(counts_path)
+    counts = scaffold.take_counts(counts_path)
+    written = {
+        side: {
+            path.rsplit("/", 1)[-1]: parquet_rows(path)
             for path in matching_paths(FileSystems.join(output, side, "documents-*.parquet"))
+        }
+        for side in SIDES
+    }
+    for side in SIDES:
+        scaffold.reconcile(
+            f"{side} documents",
+            counts.get(side, 0),
+            sum(written[side].values()),
+            SplitReconciliationError,
         )
-        if written != counts.get(side, 0):
-            raise SplitReconciliationError(
-                f"{side}: workers counted {counts.get(side, 0)} documents, the files hold {written}"
-            )
-    return {side: counts.get(side, 0) for side in SIDES}
+    documents = {side: counts.get(side, 0) for side in SIDES}
+    scaffold.write_manifest(
+        output,
+        MANIFEST_FORMAT,
+        {"seed": seed, "fraction": fraction, "documents": documents, "files": written},
+        time.monotonic() - started,
+    )
+    return documents

@@ -8,31 +8,24 @@ the workers' counts.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline.artifacts import (
-    delete_matching,
-    matching_paths,
-    merge_reject_parts,
-    parquet_rows,
-    read_json,
-    write_json,
-    write_json_atomically,
-)
+from pipeline import job_scaffold as scaffold
+from pipeline.artifacts import matching_paths, merge_reject_parts, parquet_rows
 from pipeline.progress import ProgressMonitor, ProgressReporter, progress_dir
-from pipeline.stats import STATS_TAG, MergeCounts
+from pipeline.stats import STATS_TAG
 from pipeline.token_files import INDEX_SUFFIX, TokenizeFileFn
 from tokenizer.vocab import Vocab
 
-MANIFEST = "manifest.json"
 MANIFEST_FORMAT = "bertprep.tokens/1"
 INDEX_PATTERN = f"tokens-*{INDEX_SUFFIX}"
 
 
-class TokenizeReconciliationError(RuntimeError):
+class TokenizeReconciliationError(scaffold.ReconciliationError):
     """The workers' counts disagree with the token files."""
 
 
@@ -49,16 +42,11 @@ def run_tokenize_job(
     vocab = Vocab.from_file(vocab_path)
     work = []
     for name, (pattern, output) in sorted(sides.items()):
-        delete_matching(
-            [
-                FileSystems.join(output, p)
-                for p in ("tokens-*", ".rejects-*", MANIFEST, "rejects.jsonl", ".counts.json")
-            ]
-        )
+        scaffold.prepare_output(output, ("tokens-*", ".rejects-*", scaffold.REJECTS))
         work += [(name, path) for path in matching_paths(pattern)]
     outputs = {name: output for name, (_, output) in sides.items()}
     first_output = next(iter(outputs.values()))
-    counts_path = FileSystems.join(first_output, ".counts.json")
+    counts_path = FileSystems.join(first_output, scaffold.RESULT)
     watch = progress_dir(first_output)
     p = beam.Pipeline(options=options)
     tokenized = (
@@ -70,36 +58,33 @@ def run_tokenize_job(
             TokenizeFileFn(vocab, do_lower_case, outputs, ProgressReporter(watch))
         ).with_outputs(STATS_TAG, main="none")
     )
-    (
-        tokenized[STATS_TAG]
-        | "Sum" >> beam.CombineGlobally(MergeCounts())
-        | "Save" >> beam.Map(lambda c: write_json(counts_path, c))
-    )
+    tokenized[STATS_TAG] | "SaveCounts" >> scaffold.SaveCounts(counts_path)
     total = sum(parquet_rows(path) for _, path in work)
+    started = time.monotonic()
     with ProgressMonitor(watch, "tokenize", total, "documents", progress) as monitor:
         result = p.run()
         monitor.follow(result)
         result.wait_until_finish()
-    all_counts = read_json(counts_path)
-    FileSystems.delete([counts_path])
+    all_counts = scaffold.take_counts(counts_path)
+    elapsed = time.monotonic() - started
     manifests = {}
     for name, (_, output) in sorted(sides.items()):
         prefix = f"{name}."
         counts = {k[len(prefix) :]: v for k, v in all_counts.items() if k.startswith(prefix)}
         rejected = merge_reject_parts(
-            FileSystems.join(output, ".rejects-*.jsonl"), FileSystems.join(output, "rejects.jsonl")
+            FileSystems.join(output, ".rejects-*.jsonl"), FileSystems.join(output, scaffold.REJECTS)
         )
         indexes = {
             path.rsplit("/", 1)[-1]: parquet_rows(path)
             for path in matching_paths(FileSystems.join(output, INDEX_PATTERN))
         }
-        if sum(indexes.values()) != counts.get("tokenized_documents", 0):
-            raise TokenizeReconciliationError(
-                f"{name}: workers tokenized {counts.get('tokenized_documents', 0)} documents, "
-                f"the token files index {sum(indexes.values())}"
-            )
+        scaffold.reconcile(
+            f"{name}: tokenized documents",
+            counts.get("tokenized_documents", 0),
+            sum(indexes.values()),
+            TokenizeReconciliationError,
+        )
         manifest = {
-            "format": MANIFEST_FORMAT,
             "inputs": [path.rsplit("/", 1)[-1] for side, path in work if side == name],
             "vocab_sha256": vocab.sha256,
             "do_lower_case": do_lower_case,
@@ -107,6 +92,5 @@ def run_tokenize_job(
             "counts": counts,
             "rejects": rejected,
         }
-        write_json_atomically(FileSystems.join(output, MANIFEST), manifest)
-        manifests[name] = manifest
+        manifests[name] = scaffold.write_manifest(output, MANIFEST_FORMAT, manifest, elapsed)
     return manifests

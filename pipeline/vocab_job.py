@@ -24,13 +24,15 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipeline.artifacts import write_bytes_atomically
 from pipeline.input_files import expand_inputs
-from transforms.seeding import stable_hash64
+from pipeline.job_scaffold import prepare_output, write_manifest
+from transforms.errors import UserError
+from transforms.seeding import DEFAULT_SEED, stable_hash64
 
 MANIFEST_FORMAT = "bertprep.vocab/1"
 _SAMPLES = ".samples"
 
 
-class VocabJobError(ValueError):
+class VocabJobError(UserError, ValueError):
     """The vocabulary cannot be trained as asked; the message says why."""
 
 
@@ -48,7 +50,7 @@ class VocabJobConfig:
     min_frequency: int = 2
     reserved_unused: int = 994
     limit_alphabet: int = 1000
-    seed: int = 12345
+    seed: int = DEFAULT_SEED
     compare_vocab: str | None = None
     exclude_eval_fraction: float = 0.0
     """Documents the split stage holds out (same seed) are neither trained on nor reported on."""
@@ -132,9 +134,9 @@ def run_vocab_job(
         raise VocabJobError(f"--vocab-size {config.vocab_size} is too small for a BERT vocab")
     pattern = _parquet_pattern(config.input)
     files = expand_inputs([pattern])
-    if not FileSystems.exists(config.output):
-        FileSystems.mkdirs(config.output)
+    prepare_output(config.output, ("vocab.txt", "tokenizer.json", "vocab_report.json"), [_SAMPLES])
     started = time.monotonic()
+    job_started = started
     p = beam.Pipeline(options=pipeline_options)
     build_pipeline(p, config, pattern)
     p.run().wait_until_finish()
@@ -207,7 +209,6 @@ def run_vocab_job(
         progress(f"warning: {w}")
 
     manifest = {
-        "format": MANIFEST_FORMAT,
         "config": asdict(config),
         "inputs": [f.fingerprint() for f in files],
         "vocab": {"sha256": vocab.sha256, "size": len(vocab)},
@@ -216,10 +217,9 @@ def run_vocab_job(
             "normalization": BERT_NORMALIZATION_VERSION,
         },
         "samples": {"train_sentences": len(train), "heldout_sentences": len(heldout)},
-        "seconds": {"sampling": round(sampling_s, 2), "training": round(training_s, 2)},
+        "step_seconds": {"sampling": round(sampling_s, 2), "training": round(training_s, 2)},
     }
-    _write_text(
-        FileSystems.join(config.output, "manifest.json"),
-        json.dumps(manifest, indent=2, sort_keys=True) + "\n",
+    manifest = write_manifest(
+        config.output, MANIFEST_FORMAT, manifest, time.monotonic() - job_started
     )
     return manifest | {"report": report}

@@ -13,10 +13,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from shards.files import FileAccess
 from shards.reader import BatchParser, Frames, ReadProblem, RecordSizes, open_shard, spec_problems
 from transforms.kind_checks import check_kind_batch
-from transforms.record_checks import SpecialIds, Violation
-from transforms.record_stats import ShardSetStats, StatsIds
+from transforms.record_checks import Violation
+from transforms.record_stats import ShardSetStats
+from transforms.special_ids import SpecialIds
 
 BATCH = 2048
 
@@ -27,11 +29,13 @@ class ScanRequest:
 
     sizes: RecordSizes
     check_ids: SpecialIds | None = None
-    stats_ids: StatsIds | None = None
+    stats_ids: SpecialIds | None = None
     limit_records: int | None = None
     max_violations: int = 50
     is_continuation: np.ndarray | None = None
     """The vocabulary's ``##`` table: unmasked records' ``word_starts`` are checked against it."""
+    files: FileAccess | None = None
+    """What reaches the shards (default: local files only); sent to the worker processes."""
 
 
 def check_batch(batch: dict, ids: SpecialIds, shard: str, first: int, request: ScanRequest):
@@ -122,7 +126,7 @@ def scan_shard(shard: str, request: ScanRequest) -> ShardScan:
         first += len(pending)
         pending.clear()
 
-    with open_shard(shard) as stream:
+    with open_shard(shard, request.files) as stream:
         frames = Frames(stream, shard)
         for index, _, data in frames:
             pending.append(data)

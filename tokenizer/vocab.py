@@ -8,12 +8,20 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from transforms.errors import UserError
+from transforms.special_ids import SpecialIds
+
 REQUIRED_SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 _BRACKETED = re.compile(r"^\[[^\[\]]+\]$")
 
 
-class VocabError(ValueError):
+class VocabError(UserError, ValueError):
     """The vocabulary file is unusable (missing special tokens, duplicates, empty)."""
+
+
+def _special_id(token: str) -> property:
+    """A read-only attribute: the id of ``token`` (one of ``REQUIRED_SPECIAL_TOKENS``)."""
+    return property(lambda self: self.token_to_id[token], doc=f"The id of {token}.")
 
 
 @dataclass(frozen=True)
@@ -69,25 +77,17 @@ class Vocab:
     def id_of(self, token: str) -> int:
         return self.token_to_id[token]
 
-    @property
-    def pad_id(self) -> int:
-        return self.token_to_id["[PAD]"]
+    pad_id = _special_id("[PAD]")
+    cls_id = _special_id("[CLS]")
+    sep_id = _special_id("[SEP]")
+    mask_id = _special_id("[MASK]")
+    unk_id = _special_id("[UNK]")
 
-    @property
-    def cls_id(self) -> int:
-        return self.token_to_id["[CLS]"]
-
-    @property
-    def sep_id(self) -> int:
-        return self.token_to_id["[SEP]"]
-
-    @property
-    def mask_id(self) -> int:
-        return self.token_to_id["[MASK]"]
-
-    @property
-    def unk_id(self) -> int:
-        return self.token_to_id["[UNK]"]
+    def special_ids(self) -> SpecialIds:
+        """This vocabulary's special ids and size."""
+        return SpecialIds(
+            self.cls_id, self.sep_id, self.mask_id, self.unk_id, self.pad_id, len(self.tokens)
+        )
 
     def continuation_mask(self) -> np.ndarray:
         """bool[len(vocab)]: True where the token is a WordPiece continuation (``##x``)."""

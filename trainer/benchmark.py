@@ -39,6 +39,7 @@ from trainer.input_pipeline import DataSpec, resolve_shards
 from trainer.run_config import TrainConfig
 from trainer.training import train
 from transforms.example_encoding import encode_examples
+from transforms.masking import prediction_budget
 from transforms.tfrecord import frame_records
 
 RANDOM_VOCAB = 30522
@@ -50,7 +51,7 @@ PREDICTIONS = {128: 20, 512: 76}
 
 def predictions_for(seq_length: int) -> int:
     """Prediction slots for a sequence length (``PREDICTIONS``, else 15% of it, at least 1)."""
-    return PREDICTIONS.get(seq_length, max(1, round(0.15 * seq_length)))
+    return PREDICTIONS.get(seq_length, prediction_budget(seq_length, 0.15))
 
 
 def write_random_shards(

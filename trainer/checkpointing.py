@@ -15,11 +15,12 @@ import tensorflow as tf
 
 from trainer.model_presets import ModelConfig
 from trainer.run_config import read_record
+from transforms.errors import UserError
 
 CHECKPOINTS = "checkpoints"
 
 
-class CheckpointError(ValueError):
+class CheckpointError(UserError, ValueError):
     """A checkpoint cannot be found or does not match the model."""
 
 

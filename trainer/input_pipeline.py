@@ -15,20 +15,29 @@ from __future__ import annotations
 import json
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import BinaryIO
 
 import tensorflow as tf
 
-from shards.reader import RecordSizes, ShardPathError, expand_shard_paths, spec_problems
+from shards.files import ShardPathError
+from shards.reader import RecordSizes, spec_problems
+from shards.resolve import (
+    agree,
+    expand_shard_paths,
+    first_record,
+    listed_records,
+    manifests_beside,
+    settle_sizes,
+)
 from trainer.dynamic_masking import DynamicMasking, mask_batch
 from trainer.model_presets import ModelConfig
-from transforms.example_encoding import decode_example
+from transforms.errors import UserError
 from transforms.features import DYNAMIC, SENTENCE_PAIRS, STATIC, has_nsp
 
-MANIFEST = "manifest.json"
 GZIP_MAGIC = b"\x1f\x8b"
 
 
-class ShardConfigError(ValueError):
+class ShardConfigError(UserError, ValueError):
     """The shards cannot be used as configured (missing, unreadable, or sizes that disagree)."""
 
 
@@ -83,28 +92,23 @@ class ShardInfo:
 
 
 class TfFileSystem:
-    """``shards.reader``'s resolver calls through ``tf.io.gfile`` (no Beam needed on a trainer)."""
+    """``shards.files.FileAccess`` through ``tf.io.gfile`` (no Beam needed on a trainer)."""
 
     def is_dir(self, path: str) -> bool:
         return tf.io.gfile.isdir(path)
 
     def glob(self, pattern: str) -> list[str]:
-        return tf.io.gfile.glob(pattern)
+        return sorted(tf.io.gfile.glob(pattern))
 
     def list_dir(self, path: str) -> list[str]:
         base = path.rstrip("/")
         return [f"{base}/{name.rstrip('/')}" for name in sorted(tf.io.gfile.listdir(base))]
 
+    def exists(self, path: str) -> bool:
+        return tf.io.gfile.exists(path)
 
-def expand_patterns(patterns: list[str] | tuple[str, ...]) -> list[str]:
-    """Shard files named by files, globs or directories, sorted and deduplicated, resolved as
-    ``bertprep inspect/stats/validate`` resolve them (``shards.reader.expand_shard_paths``): a
-    phase directory of ``bertprep run`` stands for its ``train/`` shards, and manifests, markers
-    and rejects never count as shards."""
-    try:
-        return expand_shard_paths(list(patterns), TfFileSystem())
-    except ShardPathError as e:
-        raise ShardConfigError(str(e)) from e
+    def open(self, path: str) -> BinaryIO:
+        return tf.io.gfile.GFile(path, "rb")  # type: ignore[return-value]
 
 
 def compression_of(path: str) -> str:
@@ -113,148 +117,84 @@ def compression_of(path: str) -> str:
         return "GZIP" if f.read(2) == GZIP_MAGIC else ""
 
 
-def _manifests(files: list[str]) -> dict[str, dict]:
-    """Every manifest.json beside the shards, by path."""
-    found = {}
-    for parent in sorted({f.rsplit("/", 1)[0] if "/" in f else "." for f in files}):
-        path = f"{parent}/{MANIFEST}"
-        if tf.io.gfile.exists(path):
-            with tf.io.gfile.GFile(path, "rb") as f:
-                try:
-                    found[path] = json.loads(f.read().decode("utf-8"))
-                except ValueError as e:
-                    raise ShardConfigError(f"{path}: not valid JSON ({e})") from e
-    return found
-
-
-def _first_record(files: list[str], compressions: list[str]) -> tuple[str, bytes]:
-    for path, compression in zip(files, compressions, strict=True):
-        try:
-            for record in tf.data.TFRecordDataset(path, compression_type=compression).take(1):
-                return path, record.numpy()
-        except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
-            raise ShardConfigError(f"{path}: not a readable TFRecord file ({e.message})") from e
-    raise ShardConfigError("every shard is empty: no records to train on")
-
-
-def _agree(label: str, values: dict[str, int | None]) -> int | None:
-    """The one value all named sources give (ignoring None), or a ShardConfigError naming them."""
-    given = {source: v for source, v in values.items() if v is not None}
-    if len(set(given.values())) > 1:
-        said = ", ".join(f"{source} says {v}" for source, v in given.items())
-        raise ShardConfigError(f"{label} disagrees: {said}")
-    return next(iter(given.values()), None)
-
-
 def resolve_shards(patterns: list[str] | tuple[str, ...]) -> ShardInfo:
-    """Finds the shards and settles their sizes: from the manifests (which must agree with each
-    other and with the first record), or from the first record when there is no manifest. What the
+    """Finds the shards and settles their sizes by the shard tools' rules (``shards.resolve``:
+    manifests beside the shards, which must agree, else the first record), then checks the first
+    record against them: it must be of the manifests' kind and have their sizes. What the
     trainer was told (``DataSpec``) is compared afterwards, by ``check_fits``."""
-    files = expand_patterns(patterns)
+    fs = TfFileSystem()
+    try:
+        files = expand_shard_paths(list(patterns), fs)
+        manifests = manifests_beside(files, fs)
+        probe = first_record(files, fs)
+        settled = settle_sizes(files, manifests, fs, probe)
+    except ShardPathError as e:
+        raise ShardConfigError(str(e)) from e
     with ThreadPoolExecutor(max_workers=16) as pool:
         compressions = list(pool.map(compression_of, files))
-    manifests = _manifests(files)
-    notes: list[str] = []
-    if manifests and len({f.rsplit("/", 1)[0] for f in files}) > len(manifests):
-        notes.append("some shard directories have no manifest.json")
-
-    probe_path, probe = _first_record(files, compressions)
-    try:
-        first = decode_example(probe)
-    except ValueError as e:
-        raise ShardConfigError(f"{probe_path}: the first record is not a tf.train.Example") from e
-    unmasked = "word_starts" in first and "masked_lm_positions" not in first
-    if "input_ids" not in first or ("masked_lm_positions" not in first and not unmasked):
-        raise ShardConfigError(f"{probe_path}: the first record is not a BERT pretraining record")
-    if unmasked and not manifests:
+    sizes = settled.sizes
+    first, probe_path = probe.features, probe.shard
+    if (sizes.masking == DYNAMIC) != probe.unmasked:
         raise ShardConfigError(
-            f"{probe_path}: unmasked records (masking=dynamic) need the manifest.json written "
-            "beside them (it says how to mask them)"
+            f"{probe_path}: the manifest says masking={sizes.masking} but the first record is "
+            f"{'unmasked' if probe.unmasked else 'masked'}"
         )
-
-    sources_seq: dict[str, int | None] = {}
-    sources_pred: dict[str, int | None] = {}
-    vocab_sizes: dict[str, int | None] = {}
-    vocab_hashes: set[str] = set()
-    records = 0
-    vocab_path, lower = None, None
-    kinds: dict[str, tuple[str, str]] = {}
-    masking_specs: list[dict] = []
-    for path, m in manifests.items():
-        kinds[path] = (m.get("masking", STATIC), m.get("input_mode", SENTENCE_PAIRS))
-        if m.get("dynamic_masking"):
-            masking_specs.append(m["dynamic_masking"])
-        vocab_path = vocab_path or (m.get("vocab") or {}).get("path")
-        lower = (m.get("config") or {}).get("do_lower_case", lower)
-        sources_seq[path] = m.get("max_seq_length")
-        sources_pred[path] = m.get("max_predictions_per_seq")
-        vocab = m.get("vocab") or {}
-        vocab_sizes[path] = vocab.get("size")
-        if vocab.get("sha256"):
-            vocab_hashes.add(vocab["sha256"])
-        listed = {s["file"]: s.get("records", 0) for s in m.get("shards", [])}
-        records += sum(listed.get(f.rsplit("/", 1)[-1], 0) for f in files)
-    if len(set(kinds.values())) > 1:
-        said = ", ".join(f"{path} says {m}/{mode}" for path, (m, mode) in kinds.items())
-        raise ShardConfigError(f"the shards are of different kinds (masking/input_mode): {said}")
-    masking, input_mode = next(iter(kinds.values()), (STATIC, SENTENCE_PAIRS))
-    if not manifests and "next_sentence_labels" not in first:
-        input_mode = "full-sentences"  # no NSP labels; the packing is not known
-    if (masking == DYNAMIC) != unmasked:
-        raise ShardConfigError(
-            f"{probe_path}: the manifest says masking={masking} but the first record is "
-            f"{'unmasked' if unmasked else 'masked'}"
-        )
-    if masking == DYNAMIC and len({json.dumps(m, sort_keys=True) for m in masking_specs}) != 1:
+    masking_specs = {
+        json.dumps(m["dynamic_masking"], sort_keys=True): m["dynamic_masking"]
+        for m in manifests.values()
+        if m.get("dynamic_masking")
+    }
+    if sizes.masking == DYNAMIC and len(masking_specs) != 1:
         raise ShardConfigError(
             "unmasked shards need one dynamic_masking section in their manifests "
-            f"(found {len({json.dumps(m, sort_keys=True) for m in masking_specs})} different)"
+            f"(found {len(masking_specs)} different)"
         )
-    if has_nsp(input_mode) != ("next_sentence_labels" in first):
+    nsp = has_nsp(sizes.input_mode)
+    if nsp != ("next_sentence_labels" in first):
         raise ShardConfigError(
-            f"{probe_path}: input_mode={input_mode} "
-            f"{'needs' if has_nsp(input_mode) else 'has no'} next_sentence_labels, but the first "
-            f"record {'lacks them' if has_nsp(input_mode) else 'has them'}"
+            f"{probe_path}: input_mode={sizes.input_mode} "
+            f"{'needs' if nsp else 'has no'} next_sentence_labels, but the first "
+            f"record {'lacks them' if nsp else 'has them'}"
         )
-    sources_seq[f"the first record of {probe_path}"] = len(first["input_ids"])
-    if not unmasked:
-        sources_pred[f"the first record of {probe_path}"] = len(first["masked_lm_positions"])
-    max_seq_length = _agree("max_seq_length", sources_seq)
-    max_predictions = _agree("max_predictions_per_seq", sources_pred)
-    if len(vocab_hashes) > 1:
-        raise ShardConfigError("the shards were made with different vocabularies (manifests)")
-    shard_vocab = _agree("vocab size", vocab_sizes)
-    problems = spec_problems(
-        probe, RecordSizes(max_seq_length, max_predictions, masking, input_mode)
-    )
+    from_record = f"the first record of {probe_path}"
+    try:
+        seq = {p: m.get("max_seq_length") for p, m in manifests.items()}
+        pred = {p: m.get("max_predictions_per_seq") for p, m in manifests.items()}
+        seq[from_record] = len(first["input_ids"])
+        if not probe.unmasked:
+            pred[from_record] = len(first["masked_lm_positions"])
+        agree("max_seq_length", seq)
+        agree("max_predictions_per_seq", pred)
+    except ShardPathError as e:
+        raise ShardConfigError(str(e)) from e
+    problems = spec_problems(probe.data, sizes)
     if problems:
         raise ShardConfigError(f"{probe_path}: first record: {'; '.join(problems)}")
-    if not manifests:
-        notes.append(
-            f"no manifest.json: sizes from the first record (max_seq_length={max_seq_length}, "
-            f"max_predictions_per_seq={max_predictions})"
-        )
+    vocab = next(((m.get("vocab") or {}) for m in manifests.values() if m.get("vocab")), {})
+    lower = None
+    for m in manifests.values():
+        lower = (m.get("config") or {}).get("do_lower_case", lower)
     max_id = int(max(max(first["input_ids"]), max(first.get("masked_lm_ids", [0]))))
     return ShardInfo(
         files=tuple(files),
         compressions=tuple(compressions),
-        max_seq_length=max_seq_length,
-        max_predictions_per_seq=max_predictions,
-        vocab_size=shard_vocab,
+        max_seq_length=sizes.max_seq_length,
+        max_predictions_per_seq=sizes.max_predictions_per_seq,
+        vocab_size=settled.vocab_size,
         manifest_paths=tuple(manifests),
-        records=records if manifests else None,
+        records=listed_records(files, manifests),
         max_id_seen=max_id,
-        vocab_path=vocab_path,
-        vocab_sha256=next(iter(vocab_hashes), None),
+        vocab_path=vocab.get("path"),
+        vocab_sha256=settled.vocab_sha256,
         do_lower_case=lower,
-        notes=tuple(notes),
-        masking=masking,
-        input_mode=input_mode,
-        dynamic_masking=masking_specs[0] if masking == DYNAMIC else None,
+        notes=settled.notes,
+        masking=sizes.masking,
+        input_mode=sizes.input_mode,
+        dynamic_masking=next(iter(masking_specs.values())) if sizes.masking == DYNAMIC else None,
     )
 
 
-class ConfigMismatchError(ValueError):
+class ConfigMismatchError(UserError, ValueError):
     """The model or trainer configuration does not fit the shards (found before step one)."""
 
 

@@ -30,17 +30,31 @@ if not hasattr(keras.optimizers.Optimizer, "_all_reduce_sum_gradients"):  # prag
     )
 
 
-@keras.saving.register_keras_serializable(package="bertprep")
-class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
-    """``peak * step / warmup`` for ``step < warmup``, then linear from ``peak`` to ``end`` at
-    ``total_steps`` (constant ``end`` after). The default recipe's schedule."""
+class _WarmupSchedule(keras.optimizers.schedules.LearningRateSchedule):
+    """A schedule with a linear warmup to ``peak`` over ``warmup_steps``, ``total_steps`` long."""
 
-    def __init__(self, peak: float, warmup_steps: int, total_steps: int, end: float = 0.0):
+    def __init__(self, peak: float, warmup_steps: int, total_steps: int):
         if total_steps < 1 or warmup_steps < 0:
             raise ValueError("total_steps must be >= 1 and warmup_steps >= 0")
         self.peak = float(peak)
         self.warmup_steps = int(warmup_steps)
         self.total_steps = int(total_steps)
+
+    def get_config(self) -> dict:
+        return {
+            "peak": self.peak,
+            "warmup_steps": self.warmup_steps,
+            "total_steps": self.total_steps,
+        }
+
+
+@keras.saving.register_keras_serializable(package="bertprep")
+class WarmupLinearDecay(_WarmupSchedule):
+    """``peak * step / warmup`` for ``step < warmup``, then linear from ``peak`` to ``end`` at
+    ``total_steps`` (constant ``end`` after). The default recipe's schedule."""
+
+    def __init__(self, peak: float, warmup_steps: int, total_steps: int, end: float = 0.0):
+        super().__init__(peak, warmup_steps, total_steps)
         self.end = float(end)
 
     def __call__(self, step):
@@ -56,26 +70,14 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
         return tf.where(step < self.warmup_steps, warm, decay)
 
     def get_config(self) -> dict:
-        return {
-            "peak": self.peak,
-            "warmup_steps": self.warmup_steps,
-            "total_steps": self.total_steps,
-            "end": self.end,
-        }
+        return {**super().get_config(), "end": self.end}
 
 
 @keras.saving.register_keras_serializable(package="bertprep")
-class ReferenceWarmupDecay(keras.optimizers.schedules.LearningRateSchedule):
+class ReferenceWarmupDecay(_WarmupSchedule):
     """google-research/bert's schedule, on the global step ``step`` (updates done so far):
     ``peak * step / warmup`` for ``step < warmup``, else ``peak * (1 - min(step, total) / total)``
     (polynomial decay of power 1 to 0 at ``total_steps``, which the warmup overrides)."""
-
-    def __init__(self, peak: float, warmup_steps: int, total_steps: int):
-        if total_steps < 1 or warmup_steps < 0:
-            raise ValueError("total_steps must be >= 1 and warmup_steps >= 0")
-        self.peak = float(peak)
-        self.warmup_steps = int(warmup_steps)
-        self.total_steps = int(total_steps)
 
     def __call__(self, step):
         step = tf.cast(step, tf.float32)
@@ -86,13 +88,6 @@ class ReferenceWarmupDecay(keras.optimizers.schedules.LearningRateSchedule):
             return decay
         warm = self.peak * step / float(self.warmup_steps)
         return tf.where(step < self.warmup_steps, warm, decay)
-
-    def get_config(self) -> dict:
-        return {
-            "peak": self.peak,
-            "warmup_steps": self.warmup_steps,
-            "total_steps": self.total_steps,
-        }
 
 
 class PreReducedGradients:

@@ -19,6 +19,7 @@ from trainer.input_pipeline import DataSpec, ShardConfigError, ShardInfo
 from trainer.model_presets import ModelConfig, get_preset
 from trainer.optimization import OptimizerConfig
 from trainer.recipes import get_recipe
+from transforms.seeding import DEFAULT_SEED
 
 RECORD = "trainer_config.json"
 RECORD_FORMAT = "bertprep.trainer/1"
@@ -96,7 +97,7 @@ class TrainConfig:
     initial_loss_scale: float = 2.0**15
     """fp16 only: the dynamic loss scale to start from (Keras' default)."""
     jit_compile: bool | None = None
-    seed: int = 12345
+    seed: int = DEFAULT_SEED
     shuffle_buffer: int = 10_000
     deterministic: bool | None = None
     progress: bool = True

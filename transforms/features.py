@@ -40,6 +40,9 @@ FEATURES: tuple[FeatureSpec, ...] = (
 
 FEATURE_NAMES: tuple[str, ...] = tuple(f.name for f in FEATURES)
 
+MANIFEST = "manifest.json"
+"""The file name of the JSON manifest in every artifact directory (shards, documents, tokens)."""
+
 IS_NEXT = 0
 """``next_sentence_labels`` value when B is the actual continuation of A."""
 RANDOM_NEXT = 1

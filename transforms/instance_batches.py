@@ -38,8 +38,17 @@ from transforms.instances import (
     pack_rows,
     pack_spans,
 )
-from transforms.masking import KEPT, MASKED, RANDOM, MaskingConfig, mask_rows, word_starts
-from transforms.seeding import numpy_rng, python_rng
+from transforms.masking import (
+    KEPT,
+    MASKED,
+    RANDOM,
+    MaskingConfig,
+    mask_rows,
+    prediction_budget,
+    word_starts,
+)
+from transforms.seeding import DEFAULT_SEED, numpy_rng, python_rng
+from transforms.special_ids import SpecialIds
 
 
 @dataclass(frozen=True)
@@ -49,7 +58,7 @@ class InstanceSettings:
     pairs: PairConfig
     masking: MaskingConfig
     dupe_factor: int = 10
-    seed: int = 12345
+    seed: int = DEFAULT_SEED
     batch_size: int = 2048
     masking_kind: str = STATIC
     """``static`` (masks in the record) or ``dynamic`` (unmasked records, masked by the trainer)."""
@@ -68,11 +77,21 @@ class InstanceSettings:
 class TokenTables:
     """The vocabulary facts masking needs: special ids, random-replacement ids, ``##`` table."""
 
-    cls_id: int
-    sep_id: int
-    mask_id: int
+    ids: SpecialIds
     replacement_ids: np.ndarray
     is_continuation: np.ndarray
+
+    @property
+    def cls_id(self) -> int:
+        return self.ids.cls_id
+
+    @property
+    def sep_id(self) -> int:
+        return self.ids.sep_id
+
+    @property
+    def mask_id(self) -> int:
+        return self.ids.mask_id
 
 
 @dataclass(frozen=True)
@@ -153,10 +172,7 @@ def _encode_unmasked(
     candidate = (input_mask > 0) & (ids != tables.cls_id) & (ids != tables.sep_id)
     starts = word_starts(ids, candidate, tables.is_continuation).astype(np.int8)
     cfg = settings.masking
-    budget = np.minimum(
-        cfg.max_predictions_per_seq,
-        np.maximum(1, np.round(packed.lengths.astype(np.float64) * cfg.masked_lm_prob)),
-    )
+    budget = prediction_budget(packed.lengths, cfg.masked_lm_prob, cfg.max_predictions_per_seq)
     stats["instances"] += len(packed)
     stats["instance_tokens"] += int(packed.lengths.sum())
     stats["expected_masked_lm_predictions"] += int(budget.sum())

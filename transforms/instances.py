@@ -25,6 +25,15 @@ Sentence = Sequence[int]
 Document = Sequence[Sentence]
 
 
+def _check_room(max_seq_length: int, smallest: str) -> None:
+    """ValueError unless ``max_seq_length`` holds the ``smallest`` row (one token a word)."""
+    need = len(smallest.split())
+    if max_seq_length < need:
+        raise ValueError(
+            f"max_seq_length must be at least {need} ({smallest}), got {max_seq_length}"
+        )
+
+
 @dataclass(frozen=True)
 class PairConfig:
     """Parameters of pair creation. ``random_next_prob`` is 0.5 in BERT; tests use 0 and 1."""
@@ -35,10 +44,7 @@ class PairConfig:
     allow_same_document_random_next: bool = False
 
     def __post_init__(self) -> None:
-        if self.max_seq_length < 5:
-            raise ValueError(
-                f"max_seq_length must be at least 5 ([CLS] a [SEP] b [SEP]), got {self.max_seq_length}"
-            )
+        _check_room(self.max_seq_length, "[CLS] a [SEP] b [SEP]")
         for name in ("short_seq_prob", "random_next_prob"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
@@ -372,10 +378,7 @@ class PackConfig:
     cross_documents: bool = True
 
     def __post_init__(self) -> None:
-        if self.max_seq_length < 3:
-            raise ValueError(
-                f"max_seq_length must be at least 3 ([CLS] a [SEP]), got {self.max_seq_length}"
-            )
+        _check_room(self.max_seq_length, "[CLS] a [SEP]")
 
     @property
     def max_num_tokens(self) -> int:

@@ -24,7 +24,8 @@ import numpy as np
 
 from transforms.features import DOC_SENTENCES, DYNAMIC, SENTENCE_PAIRS, STATIC
 from transforms.masking import word_starts
-from transforms.record_checks import RULES, SpecialIds, Violation, check_batch
+from transforms.record_checks import RULES, Violation, check_batch
+from transforms.special_ids import SpecialIds
 
 PACKED_RULES: dict[str, str] = {
     "packed_cls_first": "input_ids[0] is [CLS]",

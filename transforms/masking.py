@@ -22,6 +22,19 @@ from dataclasses import dataclass
 import numpy as np
 
 
+def prediction_budget(n_tokens, masked_lm_prob: float, max_predictions_per_seq: int | None = None):
+    """Masked-LM predictions for a row of ``n_tokens`` real tokens (``[CLS]`` and ``[SEP]``
+    included), as the reference: ``min(P, max(1, round(n * masked_lm_prob)))``, rounding half to
+    even like Python's ``round``; ``P`` None: no cap. An int for an int, an int64 array for an
+    array of lengths. The one place this formula is written (the trainer's dynamic masking
+    repeats it in TensorFlow)."""
+    want = np.maximum(1, np.round(np.asarray(n_tokens, dtype=np.float64) * masked_lm_prob))
+    if max_predictions_per_seq is not None:
+        want = np.minimum(max_predictions_per_seq, want)
+    want = want.astype(np.int64)
+    return int(want) if want.ndim == 0 else want
+
+
 @dataclass(frozen=True)
 class MaskingConfig:
     """Masking parameters; the three branch probabilities must sum to 1."""
@@ -50,7 +63,7 @@ class MaskingConfig:
 
     def num_to_predict(self, n_tokens: int) -> int:
         """Predictions for a row of ``n_tokens`` tokens ([CLS] and [SEP] included), as the reference."""
-        return min(self.max_predictions_per_seq, max(1, int(round(n_tokens * self.masked_lm_prob))))
+        return prediction_budget(n_tokens, self.masked_lm_prob, self.max_predictions_per_seq)
 
 
 @dataclass(frozen=True)
@@ -103,9 +116,7 @@ def mask_rows(
     p = cfg.max_predictions_per_seq
     in_row = np.arange(seq_len)[None, :] < np.asarray(lengths)[:, None]
     candidate = in_row & (ids != cls_id) & (ids != sep_id)
-    budget = np.minimum(
-        p, np.maximum(1, np.round(np.asarray(lengths, dtype=np.float64) * cfg.masked_lm_prob))
-    ).astype(np.int32)
+    budget = prediction_budget(lengths, cfg.masked_lm_prob, p).astype(np.int32)
 
     positions = np.zeros((n, p), dtype=np.int32)
     decisions = np.full((n, p), -1, dtype=np.int8)
@@ -154,29 +165,9 @@ def smallest_per_row(keys: np.ndarray, k: int) -> np.ndarray:
     return np.take_along_axis(part, within, axis=1)
 
 
-def word_groups(
-    row_ids: np.ndarray, row_candidate: np.ndarray, is_continuation: np.ndarray
-) -> list[list[int]]:
-    """Candidate positions grouped into words: a ``##`` piece joins the word before it.
-
-    A group never crosses a non-candidate position ([SEP]), so words stay within a segment.
-    """
-    groups: list[list[int]] = []
-    previous_candidate = False
-    for pos in range(len(row_ids)):
-        if not row_candidate[pos]:
-            previous_candidate = False
-            continue
-        if previous_candidate and is_continuation[row_ids[pos]]:
-            groups[-1].append(pos)
-        else:
-            groups.append([pos])
-        previous_candidate = True
-    return groups
-
-
 def word_starts(ids: np.ndarray, candidate: np.ndarray, is_continuation: np.ndarray) -> np.ndarray:
-    """bool (N, L): True at the first piece of each candidate word (vectorized ``word_groups``)."""
+    """bool (N, L): True at the first piece of each candidate word: a candidate ``##`` piece
+    right after a candidate joins the word before it, so a word never crosses [SEP]."""
     previous = np.zeros_like(candidate)
     previous[:, 1:] = candidate[:, :-1]
     return candidate & ~(previous & is_continuation[ids])

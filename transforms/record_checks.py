@@ -36,25 +36,7 @@ from functools import lru_cache
 
 import numpy as np
 
-
-@dataclass(frozen=True)
-class SpecialIds:
-    """The special token ids of the vocabulary the shards were written with."""
-
-    cls_id: int = 101
-    sep_id: int = 102
-    pad_id: int = 0
-    vocab_size: int | None = None  # when known, ids must lie in [0, vocab_size)
-
-    def __post_init__(self) -> None:
-        if len({self.cls_id, self.sep_id, self.pad_id}) != 3:
-            raise ValueError(f"[CLS], [SEP] and pad ids must differ: {self}")
-        if min(self.cls_id, self.sep_id, self.pad_id) < 0:
-            raise ValueError(f"special ids must be >= 0: {self}")
-        if self.vocab_size is not None and max(self.cls_id, self.sep_id, self.pad_id) >= (
-            self.vocab_size
-        ):
-            raise ValueError(f"special ids must be < vocab_size: {self}")
+from transforms.special_ids import SpecialIds
 
 
 @dataclass(frozen=True)
@@ -303,18 +285,25 @@ class _Batch:
         return _DETAILS[rule](self, i)
 
 
+def _how_many(where, what: str) -> str:
+    """`` (N what)`` when a rule fails at N > 1 places, else nothing (the first is named)."""
+    return f" ({len(where)} {what})" if len(where) > 1 else ""
+
+
 def _d_mask_binary(b: _Batch, i: int) -> str:
     m = b.input_mask[i]
     where = np.flatnonzero((m != 0) & (m != 1))
-    return f"input_mask[{where[0]}]={m[where[0]]}" + (
-        f" ({len(where)} values not 0/1)" if len(where) > 1 else ""
-    )
+    return f"input_mask[{where[0]}]={m[where[0]]}" + _how_many(where, "values not 0/1")
+
+
+def _first_gap(flags: np.ndarray) -> tuple[int, int]:
+    """Where a True-prefix row is broken: its first False, and the first True after it."""
+    gap = int(np.argmin(flags))
+    return gap, gap + int(np.argmax(flags[gap:]))
 
 
 def _d_mask_prefix(b: _Batch, i: int) -> str:
-    real = b.input_mask[i] != 0
-    first_zero = int(np.argmin(real))
-    later = first_zero + int(np.argmax(real[first_zero:]))
+    first_zero, later = _first_gap(b.input_mask[i] != 0)
     return (
         f"input_mask[{first_zero}]=0 but input_mask[{later}]={b.input_mask[i, later]}"
         f" (real length ambiguous)"
@@ -371,7 +360,7 @@ def _d_padding_zero(b: _Batch, i: int) -> str:
         where = np.flatnonzero(values != expected)
         if len(where):
             p = int(where[0]) + length
-            more = f" ({len(where)} positions)" if len(where) > 1 else ""
+            more = _how_many(where, "positions")
             parts.append(f"{name}[{p}]={values[where[0]]} beyond length {length}{more}")
     return "; ".join(parts)
 
@@ -395,7 +384,7 @@ def _d_id_range(b: _Batch, i: int) -> str:
         out = (values < 0) | (values >= upper if upper is not None else False)
         where = np.flatnonzero(out)
         if len(where):
-            more = f" ({len(where)} values)" if len(where) > 1 else ""
+            more = _how_many(where, "values")
             parts.append(f"{name}[{where[0]}]={values[where[0]]} {bound}{more}")
     return "; ".join(parts)
 
@@ -407,9 +396,7 @@ def _d_weights_binary(b: _Batch, i: int) -> str:
 
 
 def _d_weights_prefix(b: _Batch, i: int) -> str:
-    used = b.used[i]
-    gap = int(np.argmin(used))
-    later = gap + int(np.argmax(used[gap:]))
+    gap, later = _first_gap(b.used[i])
     return (
         f"masked_lm_weights[{gap}]=0.0 before masked_lm_weights[{later}]="
         f"{float(b.weights[i, later])!r}"
@@ -419,8 +406,7 @@ def _d_weights_prefix(b: _Batch, i: int) -> str:
 def _d_unused_slots_zero(b: _Batch, i: int) -> str:
     pos, mids = b.positions[i], b.masked_ids[i]
     where = np.flatnonzero(~b.used[i] & ((pos != 0) | (mids != 0)))
-    j = int(where[0])
-    more = f" ({len(where)} slots)" if len(where) > 1 else ""
+    j, more = int(where[0]), _how_many(where, "slots")
     return (
         f"unused slot {j} (weight 0.0) has masked_lm_positions[{j}]={pos[j]}, "
         f"masked_lm_ids[{j}]={mids[j]}{more}"
@@ -454,8 +440,7 @@ def _d_masked_ids_not_special(b: _Batch, i: int) -> str:
     names = {b.ids.cls_id: "[CLS]", b.ids.sep_id: "[SEP]", b.ids.pad_id: "the pad id"}
     mids = b.masked_ids[i]
     where = [j for j in np.flatnonzero(b.used[i]) if int(mids[j]) in names]
-    j = int(where[0])
-    more = f" ({len(where)} slots)" if len(where) > 1 else ""
+    j, more = int(where[0]), _how_many(where, "slots")
     return (
         f"masked_lm_ids[{j}]={mids[j]} is {names[int(mids[j])]}"
         f" (at masked_lm_positions[{j}]={b.positions[i, j]}){more}"

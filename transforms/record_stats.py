@@ -15,25 +15,15 @@ with its label: ``[MASK]`` → "mask", the label itself → "kept", anything els
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
 
 import numpy as np
 
 from transforms.features import FEATURE_NAMES, IS_NEXT
+from transforms.masking import prediction_budget
+from transforms.special_ids import GOOGLE_IDS, SpecialIds
 
 SPLIT_NAMES: tuple[str, ...] = ("mask", "random", "kept")
 """The realized masked-LM outcomes, in report order."""
-
-
-@dataclass(frozen=True)
-class StatsIds:
-    """The special token ids the statistics need (defaults: BERT's uncased/cased vocabularies)."""
-
-    cls_id: int = 101
-    sep_id: int = 102
-    mask_id: int = 103
-    unk_id: int | None = 100
-    pad_id: int = 0
 
 
 def _mean(histogram: np.ndarray) -> float | None:
@@ -75,7 +65,7 @@ class ShardSetStats:
         self,
         max_seq_length: int,
         max_predictions_per_seq: int,
-        ids: StatsIds | None = None,
+        ids: SpecialIds | None = None,
         top_k: int = 20,
     ) -> None:
         if max_seq_length < 1:
@@ -88,7 +78,7 @@ class ShardSetStats:
             raise ValueError(f"top_k must be non-negative, got {top_k}")
         self.max_seq_length = max_seq_length
         self.max_predictions_per_seq = max_predictions_per_seq
-        self.ids = ids if ids is not None else StatsIds()
+        self.ids = ids if ids is not None else GOOGLE_IDS
         self.top_k = top_k
 
         length_bins = max_seq_length + 1
@@ -308,7 +298,7 @@ class ShardSetStats:
         return {
             "max_seq_length": seq_len,
             "max_predictions_per_seq": self.max_predictions_per_seq,
-            "special_ids": asdict(self.ids),
+            "special_ids": self.ids.ids(),
             "records": records,
             "records_per_shard": dict(sorted(self.records_per_shard.items())),
             "is_next_records": self.is_next_records,
@@ -349,7 +339,7 @@ def dynamic_mask_expectation(
     records the cap ``P`` holds below the asked rate."""
     hist = np.asarray(length_histogram, dtype=np.int64)
     n = np.arange(len(hist))
-    want = np.maximum(1, np.round(n * masked_lm_prob)).astype(np.int64)
+    want = prediction_budget(n, masked_lm_prob)
     budget = np.minimum(max_predictions_per_seq, want)
     records = int(hist.sum())
     predictions = int(np.dot(budget, hist))

@@ -3,18 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+
+from transforms.special_ids import GOOGLE_IDS, SpecialIds
 
 NSP_WORDS = {0: "IsNext (B follows A)", 1: "RandomNext (B is from another document)"}
-
-
-@dataclass(frozen=True)
-class ViewIds:
-    """Special ids used to read a record (Google's layout by default)."""
-
-    cls_id: int = 101
-    sep_id: int = 102
-    mask_id: int = 103
 
 
 def _name(token_id: int, tokens: Sequence[str] | None) -> str:
@@ -24,7 +16,7 @@ def _name(token_id: int, tokens: Sequence[str] | None) -> str:
 
 
 def describe_record(
-    features: Mapping[str, Sequence], tokens: Sequence[str] | None, ids: ViewIds = ViewIds()
+    features: Mapping[str, Sequence], tokens: Sequence[str] | None, ids: SpecialIds = GOOGLE_IDS
 ) -> dict:
     """A JSON-ready description of one decoded record (lists of values by feature name).
 

@@ -7,6 +7,9 @@ import random
 
 import numpy as np
 
+DEFAULT_SEED = 12345
+"""The run seed when none is given: every job, `bertprep run` and the trainer default to it."""
+
 
 def stable_hash64(*parts: object) -> int:
     """A 64-bit unsigned hash of ``parts`` that is the same in every process, run and platform.

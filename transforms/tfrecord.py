@@ -12,12 +12,14 @@ from typing import BinaryIO
 
 import google_crc32c
 
+from transforms.errors import UserError
+
 _MASK_DELTA = 0xA282EAD8
 _U64 = struct.Struct("<Q")
 _U32 = struct.Struct("<I")
 
 
-class CorruptRecordError(ValueError):
+class CorruptRecordError(UserError, ValueError):
     """A TFRecord stream is truncated or fails its checksum."""
 
 

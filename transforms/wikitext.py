@@ -786,16 +786,3 @@ def wikitext_to_paragraphs(
             current.append(line.strip())
     flush()
     return paragraphs
-
-
-# --- checks -----------------------------------------------------------------------------------
-
-#: Markup that should never survive cleaning, in the order :func:`markup_debris` reports them.
-DEBRIS_MARKERS: tuple[str, ...] = ("{{", "}}", "[[", "]]", "|", "<ref", "==")
-
-
-def markup_debris(sentence: str) -> list[str]:
-    """The :data:`DEBRIS_MARKERS` found in ``sentence`` (``==`` stands for any run of 2+ ``=``;
-    ``<ref`` in any case)."""
-    lowered = sentence.lower()
-    return [marker for marker in DEBRIS_MARKERS if marker in lowered]

@@ -5,7 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pipeline.commands.common import add_command, progress_printer
+from pipeline.clean_job import CleanJobConfig
+from pipeline.commands.common import (
+    add_command,
+    add_job_flags,
+    job_config_from_args,
+    progress_printer,
+)
 
 HELP = "clean raw corpora into sentence-split documents (Parquet + BERT text export)"
 EPILOG = """\
@@ -17,96 +23,56 @@ Punkt is trained on a deterministic sample of the corpus and saved in OUTPUT/pun
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = add_command(subparsers, "clean", HELP, epilog=EPILOG)
-    src = p.add_argument_group("inputs (each repeatable; local, glob or gs://)")
-    src.add_argument(
-        "--wikipedia",
-        action="append",
-        default=[],
-        help="MediaWiki XML dumps (.xml, .bz2, .gz, .xz)",
+    add_job_flags(
+        p.add_argument_group("inputs (each repeatable; local, glob or gs://)"),
+        CleanJobConfig,
+        {
+            "wikipedia": "MediaWiki XML dumps (.xml, .bz2, .gz, .xz)",
+            "books": "one book per text file",
+            "jsonl": "JSON lines, one doc per line",
+            "parquet": "Parquet, one doc per row",
+            "text_field": "text field of JSONL/Parquet records",
+            "title_field": "title field of JSONL/Parquet records",
+        },
     )
-    src.add_argument("--books", action="append", default=[], help="one book per text file")
-    src.add_argument("--jsonl", action="append", default=[], help="JSON lines, one doc per line")
-    src.add_argument("--parquet", action="append", default=[], help="Parquet, one doc per row")
-    src.add_argument("--text-field", default="text", help="text field of JSONL/Parquet records")
-    src.add_argument("--title-field", default="title", help="title field of JSONL/Parquet records")
     out = p.add_argument_group("output")
     out.add_argument("--output", required=True, help="output directory")
-    out.add_argument(
-        "--chunk-mb",
-        type=int,
-        default=16,
-        help="text per output file (and per unit of work after reading), in MB",
+    add_job_flags(
+        out,
+        CleanJobConfig,
+        {
+            "chunk_mb": "text per output file (and per unit of work after reading), in MB",
+            "export_text": "also write the BERT text format under OUTPUT/text",
+            "multistream_mb": "a *-multistream.xml.bz2 dump with its index is split into ranges "
+            "of about this many compressed MB, read by different workers",
+        },
     )
-    out.add_argument(
-        "--export-text",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="also write the BERT text format under OUTPUT/text",
-    )
-    flt = p.add_argument_group("filters")
-    flt.add_argument(
-        "--dedup",
-        choices=["exact", "near", "none"],
-        default="exact",
-        help="exact: normalized content hash; near: also MinHash/LSH",
-    )
-    flt.add_argument(
-        "--near-threshold",
-        type=float,
-        default=0.8,
-        help="estimated Jaccard similarity of word 5-shingles for --dedup near",
-    )
-    flt.add_argument("--min-words", type=int, default=20, help="shorter documents are dropped")
-    flt.add_argument(
-        "--keep-disambiguation", action="store_true", help="keep Wikipedia disambiguation pages"
-    )
-    flt.add_argument(
-        "--max-sentence-chars",
-        type=int,
-        default=2000,
-        help="longer sentences are cut at whitespace (and counted)",
-    )
-    flt.add_argument("--seed", type=int, default=12345, help="seed of the Punkt training sample")
-    out.add_argument(
-        "--multistream-mb",
-        type=int,
-        default=64,
-        help="a *-multistream.xml.bz2 dump with its index is split into ranges of about this "
-        "many compressed MB, read by different workers",
+    add_job_flags(
+        p.add_argument_group("filters"),
+        CleanJobConfig,
+        {
+            "dedup": (
+                "exact: normalized content hash; near: also MinHash/LSH",
+                {"choices": ["exact", "near", "none"]},
+            ),
+            "near_threshold": "estimated Jaccard similarity of word 5-shingles for --dedup near",
+            "min_words": "shorter documents are dropped",
+            "keep_disambiguation": "keep Wikipedia disambiguation pages",
+            "max_sentence_chars": "longer sentences are cut at whitespace (and counted)",
+            "seed": "seed of the Punkt training sample",
+        },
     )
     p.set_defaults(run=run, beam_options=True)
 
 
 def run(args: argparse.Namespace, beam_args: list[str]) -> int:
-    from pipeline.beam_options import UnsafeRunnerModeError, make_pipeline_options
-    from pipeline.clean_job import CleanConfigError, CleanJobConfig, run_clean_job
-    from pipeline.input_files import NoInputFilesError
+    from pipeline.beam_options import make_pipeline_options
+    from pipeline.clean_job import run_clean_job
 
     progress = progress_printer("clean")
 
-    config = CleanJobConfig(
-        output=args.output,
-        wikipedia=args.wikipedia,
-        books=args.books,
-        jsonl=args.jsonl,
-        parquet=args.parquet,
-        text_field=args.text_field,
-        title_field=args.title_field,
-        dedup=args.dedup,
-        near_threshold=args.near_threshold,
-        min_words=args.min_words,
-        keep_disambiguation=args.keep_disambiguation,
-        export_text=args.export_text,
-        chunk_bytes=args.chunk_mb << 20,
-        max_sentence_chars=args.max_sentence_chars,
-        multistream_bytes=args.multistream_mb << 20,
-        seed=args.seed,
-    )
-    try:
-        manifest = run_clean_job(config, make_pipeline_options(beam_args), progress)
-    except (UnsafeRunnerModeError, CleanConfigError, NoInputFilesError) as e:
-        print(f"bertprep clean: error: {e}", file=sys.stderr)
-        return 2
+    config = job_config_from_args(CleanJobConfig, args)
+    manifest = run_clean_job(config, make_pipeline_options(beam_args), progress)
     for source, counts in sorted(manifest["counts"].items()):
         shown = ", ".join(f"{k} {v:,}" for k, v in sorted(counts.items()))
         print(f"  {source}: {shown}", file=sys.stderr)

@@ -98,3 +98,47 @@ def closest_option(name: str, known: Iterable[str]) -> str | None:
 def parser_options(parser: argparse.ArgumentParser) -> list[str]:
     """Every ``--option`` spelling ``parser`` accepts."""
     return [s for a in parser._actions for s in a.option_strings if s.startswith("--")]
+
+
+def add_job_flags(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+    job: type,
+    flags: dict[str, str | tuple[str, dict]],
+) -> None:
+    """One ``--field-name`` flag per entry of ``flags`` (``field: help`` or ``field: (help,
+    argparse keywords)``), with the type and default of that field of the dataclass ``job``: a
+    bool field that defaults to False is a switch, one that defaults to True a
+    ``--x/--no-x`` pair, a list one a repeatable flag. ``aliases`` in the keywords adds other
+    spellings."""
+    from typing import get_type_hints
+
+    from pipeline.job_config import flag_defaults
+
+    hints = get_type_hints(job)
+    defaults = flag_defaults(job)
+    for name, spec in flags.items():
+        help_text, extra = (spec, {}) if isinstance(spec, str) else spec
+        extra = dict(extra)
+        names = ["--" + name.replace("_", "-"), *extra.pop("aliases", ())]
+        kind = hints[name]
+        options: dict = {"default": defaults[name], "help": help_text}
+        if kind is bool:
+            options["action"] = argparse.BooleanOptionalAction if defaults[name] else "store_true"
+        elif getattr(kind, "__origin__", None) is list:
+            options["action"] = "append"
+        else:
+            plain = [a for a in getattr(kind, "__args__", (kind,)) if a is not type(None)]
+            options["type"] = plain[0]
+        parser.add_argument(*names, **(options | extra))
+
+
+def job_config_from_args(job: type, args: argparse.Namespace, **given):
+    """``job`` (a config dataclass) from the parsed flags of the same names, and ``given``."""
+    import dataclasses
+
+    values = {
+        f.name: getattr(args, f.name)
+        for f in dataclasses.fields(job)
+        if f.name not in given and hasattr(args, f.name)
+    }
+    return job(**values, **given)

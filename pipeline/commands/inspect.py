@@ -6,23 +6,16 @@ import argparse
 import json
 import sys
 
-from pipeline.commands.common import add_command
-from pipeline.commands.shard_set import (
-    add_shard_arguments,
-    shard_set_or_exit_code,
-)
+from pipeline.commands.shard_set import add_shard_command, command_shard_set
+from transforms.errors import UserError
 
 HELP = "show decoded records: segments A and B, masked tokens, the next-sentence label"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = add_command(
-        subparsers,
-        "inspect",
-        HELP,
-        description=HELP + ". Works on bertprep's shards and on google-research/bert's.",
+    p = add_shard_command(
+        subparsers, "inspect", HELP, "Works on bertprep's shards and on google-research/bert's."
     )
-    add_shard_arguments(p, paths_help="shard files, globs or directories (local or gs://)")
     p.add_argument("-n", type=int, default=5, help="records to show")
     p.add_argument("--index", type=int, help="show only the record at this global index")
     p.add_argument("--json", action="store_true", help="one JSON object per record")
@@ -32,21 +25,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace, extra: list[str]) -> int:
     from shards.reader import Frames, open_shard
     from transforms.example_encoding import decode_example
-    from transforms.record_view import ViewIds, describe_record, render_record
+    from transforms.record_view import describe_record, render_record
 
-    shard_set = shard_set_or_exit_code("inspect", args, extra)
-    if isinstance(shard_set, int):
-        return shard_set
+    shard_set = command_shard_set(args, extra)
     if not args.json:
         for note in shard_set.notes:
             print(f"note: {note}", file=sys.stderr)
-    ids = ViewIds(shard_set.cls_id, shard_set.sep_id, shard_set.mask_id)
+    ids = shard_set.ids
     wanted = range(args.index, args.index + 1) if args.index is not None else range(args.n)
     shown = 0
     global_index = 0
     status = 0
     for shard in shard_set.paths:
-        with open_shard(shard) as stream:
+        with open_shard(shard, shard_set.files) as stream:
             frames = Frames(stream, shard)
             for index, offset, data in frames:
                 if global_index in wanted:
@@ -75,10 +66,5 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
                 print(f"bertprep inspect: {frames.problem}", file=sys.stderr)
                 return 1
     if args.index is not None and shown == 0:
-        print(
-            f"bertprep inspect: error: index {args.index} is past the last record "
-            f"({global_index} records)",
-            file=sys.stderr,
-        )
-        return 2
+        raise UserError(f"index {args.index} is past the last record ({global_index} records)")
     return status

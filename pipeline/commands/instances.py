@@ -6,17 +6,24 @@ import argparse
 import sys
 import time
 
-from pipeline.beam_options import UnsafeRunnerModeError, make_pipeline_options
-from pipeline.commands.common import add_command, parse_bool, progress_printer
-from pipeline.input_files import NoInputFilesError
+from pipeline.beam_options import make_pipeline_options
+from pipeline.commands.common import (
+    add_command,
+    add_job_flags,
+    job_config_from_args,
+    parse_bool,
+    progress_printer,
+)
 from pipeline.instances_job import (
     InstancesJobConfig,
     JobConfigError,
-    NoInstancesError,
     run_instances_job,
 )
-from transforms.bert_text import DEFAULT_MAX_DOCUMENT_SENTENCES, DEFAULT_MAX_SENTENCE_CHARS
-from transforms.features import INPUT_MODES, MASKINGS, SENTENCE_PAIRS, STATIC
+from pipeline.job_config import flag_defaults
+from transforms.features import DYNAMIC, INPUT_MODES, MASKINGS
+
+DEFAULTS = flag_defaults(InstancesJobConfig)
+"""The flags' defaults: the job config's."""
 
 HELP = "create BERT pretraining instances (sentence pairs + masks) as sharded TFRecords"
 EPILOG = """\
@@ -51,111 +58,93 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     io.add_argument(
         "--output", help="required (or --output_file): output directory (local or gs://)"
     )
-    io.add_argument("--num-shards", type=int, help="number of TFRecord shards (default: 256)")
     io.add_argument(
-        "--compression", choices=["none", "gzip"], default="none", help="shard compression"
+        "--num-shards",
+        type=int,
+        help=f"number of TFRecord shards (default: {DEFAULTS['num_shards']})",
     )
-    io.add_argument("--shard-prefix", default="instances", help="shard file name prefix")
+    add_job_flags(
+        io,
+        InstancesJobConfig,
+        {
+            "compression": ("shard compression", {"choices": ["none", "gzip"]}),
+            "shard_prefix": "shard file name prefix",
+        },
+    )
 
-    tok = p.add_argument_group("tokenization")
-    tok.add_argument(
-        "--do-lower-case",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="lowercase and strip accents (uncased vocab); --no-do-lower-case for cased",
+    add_job_flags(
+        p.add_argument_group("tokenization"),
+        InstancesJobConfig,
+        {
+            "do_lower_case": "lowercase and strip accents (uncased vocab); --no-do-lower-case for cased"
+        },
     )
 
     inst = p.add_argument_group("instances")
-    inst.add_argument(
-        "--max-seq-length", "--max_seq_length", type=int, default=128, help="tokens per instance"
-    )
-    inst.add_argument(
-        "--max-predictions-per-seq",
-        "--max_predictions_per_seq",
-        type=int,
-        default=20,
-        help="masked LM slots per instance",
-    )
-    inst.add_argument(
-        "--masked-lm-prob",
-        "--masked_lm_prob",
-        type=float,
-        default=0.15,
-        help="share of tokens to predict",
+    add_job_flags(
+        inst,
+        InstancesJobConfig,
+        {
+            "max_seq_length": ("tokens per instance", {"aliases": ["--max_seq_length"]}),
+            "max_predictions_per_seq": (
+                "masked LM slots per instance",
+                {"aliases": ["--max_predictions_per_seq"]},
+            ),
+            "masked_lm_prob": ("share of tokens to predict", {"aliases": ["--masked_lm_prob"]}),
+        },
     )
     inst.add_argument(
         "--dupe-factor",
         "--dupe_factor",
         type=int,
         default=argparse.SUPPRESS,
-        help="passes over the data (default: 10); with --masking dynamic (default: 1)",
+        help=f"passes over the data (default: {DEFAULTS['dupe_factor']}); with --masking dynamic "
+        "(default: 1)",
     )
-    inst.add_argument(
-        "--masking",
-        choices=MASKINGS,
-        default=STATIC,
-        help="static: 80/10/10 masks in the records; dynamic: unmasked records, masked by the "
-        "trainer in tf.data (a new mask every step)",
-    )
-    inst.add_argument(
-        "--input-mode",
-        choices=INPUT_MODES,
-        default=SENTENCE_PAIRS,
-        help="sentence pairs with NSP, or contiguous sentences packed to the length without NSP "
-        "(full-sentences crosses documents with a [SEP], doc-sentences stays in one)",
-    )
-    inst.add_argument(
-        "--short-seq-prob",
-        "--short_seq_prob",
-        type=float,
-        default=0.1,
-        help="probability of a shorter target length (random in [2, max])",
-    )
-    inst.add_argument(
-        "--seed", "--random_seed", type=int, default=12345, help="seed of every random choice"
-    )
-    inst.add_argument("--whole-word-mask", action="store_true", help="mask whole words")
-    inst.add_argument(
-        "--allow-prediction-cap",
-        action="store_true",
-        help="accept a --max-predictions-per-seq below round(max_seq_length * masked_lm_prob)",
+    add_job_flags(
+        inst,
+        InstancesJobConfig,
+        {
+            "masking": (
+                "static: 80/10/10 masks in the records; dynamic: unmasked records, masked by the "
+                "trainer in tf.data (a new mask every step)",
+                {"choices": MASKINGS},
+            ),
+            "input_mode": (
+                "sentence pairs with NSP, or contiguous sentences packed to the length without "
+                "NSP (full-sentences crosses documents with a [SEP], doc-sentences stays in one)",
+                {"choices": INPUT_MODES},
+            ),
+            "short_seq_prob": (
+                "probability of a shorter target length (random in [2, max])",
+                {"aliases": ["--short_seq_prob"]},
+            ),
+            "seed": ("seed of every random choice", {"aliases": ["--random_seed"]}),
+            "whole_word_mask": "mask whole words",
+            "allow_prediction_cap": "accept a --max-predictions-per-seq below "
+            "round(max_seq_length * masked_lm_prob)",
+        },
     )
 
-    scale = p.add_argument_group("scale and limits")
-    scale.add_argument(
-        "--bucket-size",
-        type=int,
-        default=2000,
-        help="documents per bucket; random next sentences come from the same bucket",
+    add_job_flags(
+        p.add_argument_group("scale and limits"),
+        InstancesJobConfig,
+        {
+            "bucket_size": "documents per bucket; random next sentences come from the same bucket",
+            "max_sentence_chars": "longer lines are split at whitespace (and reported)",
+            "max_document_sentences": "longer documents are cut into several (and reported)",
+        },
     )
-    scale.add_argument(
-        "--max-sentence-chars",
-        type=int,
-        default=DEFAULT_MAX_SENTENCE_CHARS,
-        help="longer lines are split at whitespace (and reported)",
-    )
-    scale.add_argument(
-        "--max-document-sentences",
-        type=int,
-        default=DEFAULT_MAX_DOCUMENT_SENTENCES,
-        help="longer documents are cut into several (and reported)",
-    )
-
-    ref = p.add_argument_group("google-research/bert compatibility (restore reference defects)")
-    ref.add_argument(
-        "--reference-random-next",
-        action="store_true",
-        help="allow a 'random' next sentence from the same document",
-    )
-    ref.add_argument(
-        "--reference-random-tokens",
-        action="store_true",
-        help="let the 10%% random replacement be any vocab id, [unusedN] and specials included",
-    )
-    ref.add_argument(
-        "--reference-whole-word-decisions",
-        action="store_true",
-        help="with --whole-word-mask, choose [MASK]/random/keep per piece instead of per word",
+    add_job_flags(
+        p.add_argument_group("google-research/bert compatibility (restore reference defects)"),
+        InstancesJobConfig,
+        {
+            "reference_random_next": "allow a 'random' next sentence from the same document",
+            "reference_random_tokens": "let the 10%% random replacement be any vocab id, "
+            "[unusedN] and specials included",
+            "reference_whole_word_decisions": "with --whole-word-mask, choose [MASK]/random/keep "
+            "per piece instead of per word",
+        },
     )
     compat = p.add_argument_group(
         "google-research/bert's create_pretraining_data.py flags (and the underscore spellings "
@@ -174,14 +163,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="comma list of output files in one directory: the shards, in place of --output and "
         "--num-shards (one shard per name)",
     )
-    compat.add_argument(
-        "--do_lower_case",
-        type=parse_bool,
-        nargs="?",
-        const=True,
-        default=argparse.SUPPRESS,
-        metavar="True|False",
-        help="as --do-lower-case / --no-do-lower-case",
+    _absl_bool(
+        compat, "--do_lower_case", "do_lower_case", "as --do-lower-case / --no-do-lower-case"
     )
     compat.add_argument(
         "--nodo_lower_case",
@@ -190,17 +173,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=argparse.SUPPRESS,
         help="as --no-do-lower-case (absl's spelling of --do_lower_case=False)",
     )
-    compat.add_argument(
-        "--do_whole_word_mask",
-        dest="whole_word_mask",
+    _absl_bool(compat, "--do_whole_word_mask", "whole_word_mask", "as --whole-word-mask")
+    p.set_defaults(run=run, beam_options=True)
+
+
+def _absl_bool(group: argparse._ArgumentGroup, flag: str, dest: str, help_text: str) -> None:
+    """An absl-style boolean flag (``--x``, ``--x=True``, ``--x=false``) setting ``dest``."""
+    group.add_argument(
+        flag,
+        dest=dest,
         type=parse_bool,
         nargs="?",
         const=True,
         default=argparse.SUPPRESS,
         metavar="True|False",
-        help="as --whole-word-mask",
+        help=help_text,
     )
-    p.set_defaults(run=run, beam_options=True)
 
 
 def reference_outputs(output_files: str) -> tuple[str, list[str]]:
@@ -245,31 +233,16 @@ def config_from_args(args: argparse.Namespace) -> InstancesJobConfig:
         num_shards = len(shard_names)
     if output is None:
         raise JobConfigError("give the output directory with --output (or --output_file)")
-    return InstancesJobConfig(
+    return job_config_from_args(
+        InstancesJobConfig,
+        args,
         inputs=inputs,
-        vocab=args.vocab,
         output=output,
         shard_names=shard_names,
-        max_seq_length=args.max_seq_length,
-        max_predictions_per_seq=args.max_predictions_per_seq,
-        masked_lm_prob=args.masked_lm_prob,
-        dupe_factor=getattr(args, "dupe_factor", 1 if args.masking == "dynamic" else 10),
-        short_seq_prob=args.short_seq_prob,
-        masking=args.masking,
-        input_mode=args.input_mode,
-        seed=args.seed,
-        num_shards=256 if num_shards is None else num_shards,
-        do_lower_case=args.do_lower_case,
-        whole_word_mask=args.whole_word_mask,
-        compression=args.compression,
-        bucket_size=args.bucket_size,
-        shard_prefix=args.shard_prefix,
-        max_sentence_chars=args.max_sentence_chars,
-        max_document_sentences=args.max_document_sentences,
-        allow_prediction_cap=args.allow_prediction_cap,
-        reference_random_next=args.reference_random_next,
-        reference_random_tokens=args.reference_random_tokens,
-        reference_whole_word_decisions=args.reference_whole_word_decisions,
+        dupe_factor=getattr(
+            args, "dupe_factor", 1 if args.masking == DYNAMIC else DEFAULTS["dupe_factor"]
+        ),
+        num_shards=DEFAULTS["num_shards"] if num_shards is None else num_shards,
     )
 
 
@@ -298,15 +271,11 @@ def format_summary(manifest: dict) -> str:
 def run(args: argparse.Namespace, beam_args: list[str]) -> int:
     progress = progress_printer("instances")
 
-    try:
-        config = config_from_args(args)
-        options = make_pipeline_options(beam_args)
-        started = time.monotonic()
-        progress(f"writing {config.num_shards} shard(s) to {config.output}")
-        manifest = run_instances_job(config, options, progress)
-    except (UnsafeRunnerModeError, JobConfigError, NoInputFilesError, NoInstancesError) as e:
-        print(f"bertprep instances: error: {e}", file=sys.stderr)
-        return 2
+    config = config_from_args(args)
+    options = make_pipeline_options(beam_args)
+    started = time.monotonic()
+    progress(f"writing {config.num_shards} shard(s) to {config.output}")
+    manifest = run_instances_job(config, options, progress)
     progress(f"done in {time.monotonic() - started:.1f} s; manifest: {config.output}/manifest.json")
     print(format_summary(manifest), file=sys.stderr)
     return 0

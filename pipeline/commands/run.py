@@ -47,33 +47,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace, beam_args: list[str]) -> int:
-    from pipeline.beam_options import UnsafeRunnerModeError, make_pipeline_options
-    from pipeline.clean_job import CleanConfigError
-    from pipeline.input_files import NoInputFilesError
-    from pipeline.instances_job import JobConfigError, NoInstancesError
-    from pipeline.run_config import ConfigError, load_run_config
-    from pipeline.run_job import EmptyTokensError, format_summary, run_all
-    from pipeline.vocab_job import VocabJobError
+    from pipeline.beam_options import make_pipeline_options
+    from pipeline.run_config import load_run_config
+    from pipeline.run_job import format_summary, run_all
 
     progress = progress_printer("run")
-
-    try:
-        config = load_run_config(args.config or SAMPLE_CONFIG, args.set)
-        make_pipeline_options(beam_args)  # refuse bad runner modes before any work
-        summary = run_all(
-            config, lambda: make_pipeline_options(beam_args), set(args.force), progress
-        )
-    except (
-        ConfigError,
-        UnsafeRunnerModeError,
-        CleanConfigError,
-        NoInputFilesError,
-        JobConfigError,
-        NoInstancesError,
-        VocabJobError,
-        EmptyTokensError,
-    ) as e:
-        print(f"bertprep run: error: {e}", file=sys.stderr)
-        return 2
+    config = load_run_config(args.config or SAMPLE_CONFIG, args.set)
+    make_pipeline_options(beam_args)  # refuse bad runner modes before any work
+    summary = run_all(config, lambda: make_pipeline_options(beam_args), set(args.force), progress)
     print(format_summary(summary), file=sys.stderr)
     return 0

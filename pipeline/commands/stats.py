@@ -7,24 +7,15 @@ import json
 import math
 import sys
 
-from pipeline.commands.common import add_command
-from pipeline.commands.shard_set import (
-    add_shard_arguments,
-    add_workers_argument,
-    shard_set_or_exit_code,
-)
+from pipeline.commands.shard_set import add_shard_command, add_workers_argument, command_shard_set
 
 HELP = "measure shards: counts, IsNext ratio, lengths, padding, 80/10/10, [UNK] rate, top tokens"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = add_command(
-        subparsers,
-        "stats",
-        HELP,
-        description=HELP + ". Streams every shard (or a sample) on every core.",
+    p = add_shard_command(
+        subparsers, "stats", HELP, "Streams every shard (or a sample) on every core."
     )
-    add_shard_arguments(p, paths_help="shard files, globs or directories (local or gs://)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--plot", help="also write charts to a .html (single file) or .png")
     p.add_argument("--sample", type=int, help="read about this many records, spread over shards")
@@ -164,23 +155,15 @@ def add_kind_figures(report: dict, total, shard_set) -> None:
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
     from shards.scan import ScanRequest, scan_shards
-    from transforms.record_stats import StatsIds
 
-    shard_set = shard_set_or_exit_code("stats", args, extra)
-    if isinstance(shard_set, int):
-        return shard_set
+    shard_set = command_shard_set(args, extra)
     for note in shard_set.notes:
         print(f"note: {note}", file=sys.stderr)
     limit = math.ceil(args.sample / len(shard_set.paths)) if args.sample else None
     request = ScanRequest(
         sizes=shard_set.sizes,
-        stats_ids=StatsIds(
-            shard_set.cls_id,
-            shard_set.sep_id,
-            shard_set.mask_id,
-            shard_set.unk_id,
-            shard_set.pad_id,
-        ),
+        stats_ids=shard_set.ids,
+        files=shard_set.files,
         limit_records=limit,
     )
     scans = scan_shards(shard_set.paths, request, args.workers or None)

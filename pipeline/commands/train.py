@@ -11,6 +11,7 @@ import json
 import sys
 
 from pipeline.commands.common import add_command
+from transforms.seeding import DEFAULT_SEED
 
 HELP = "pretrain a BERT encoder on the shards (Keras + keras-hub; TPU, GPU or CPU)"
 EPILOG = """\
@@ -102,7 +103,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     opt.add_argument(
         "--clip-norm", type=float, default=1.0, help="global gradient-norm clip (0: off)"
     )
-    opt.add_argument("--seed", type=int, default=12345, help="data order seed")
+    opt.add_argument("--seed", type=int, default=DEFAULT_SEED, help="data order seed")
     opt.add_argument("--shuffle-buffer", type=int, default=10_000, help="record shuffle buffer")
 
     dev = p.add_argument_group("devices")
@@ -200,47 +201,36 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     def log(message: str) -> None:
         print(f"[bertprep train] {message}", file=sys.stderr, flush=True)
 
+    from transforms.errors import UserError
+
     if extra:
-        print(f"bertprep train: error: unknown arguments {' '.join(extra)}", file=sys.stderr)
-        return 2
+        raise UserError(f"unknown arguments {' '.join(extra)}")
     try:
         from pipeline.quiet import import_tensorflow
 
         import_tensorflow()  # first, so that its start-up lines stay quiet
-        from trainer.checkpointing import CheckpointError
         from trainer.evaluation import evaluate_run
-        from trainer.input_pipeline import ConfigMismatchError, ShardConfigError
         from trainer.training import train
     except ImportError as e:
-        print(
-            f"bertprep train: error: {e}; install the training extras: pip install '.[train]'",
-            file=sys.stderr,
-        )
-        return 2
+        raise UserError(f"{e}; install the training extras: pip install '.[train]'") from e
     from trainer.run_config import setting_problems
 
     problems = setting_problems(
         lambda key: getattr(args, key), lambda key: "--" + key.replace("_", "-")
     )
     if problems:
-        print(f"bertprep train: error: {'; '.join(problems)}", file=sys.stderr)
-        return 2
+        raise UserError("; ".join(problems))
     try:
         config = config_from_args(args)
     except ValueError as e:
-        print(f"bertprep train: error: {e}", file=sys.stderr)
-        return 2
+        raise UserError(str(e)) from e
+    if args.eval_only:
+        print(json.dumps(evaluate_run(config, log=log), indent=2))
+        return 0
     try:
-        if args.eval_only:
-            report = evaluate_run(config, log=log)
-            print(json.dumps(report, indent=2))
-            return 0
         with contextlib.redirect_stdout(sys.stderr):  # progress and Keras output; stdout gets JSON
             result = train(config, log=log)
-    except (ConfigMismatchError, ShardConfigError, CheckpointError) as e:
-        print(f"bertprep train: error: {e}", file=sys.stderr)
-        return 2
-    except FloatingPointError as e:
+    except FloatingPointError as e:  # the run diverged: not a usage error, exit 1
         print(f"bertprep train: error: {e}", file=sys.stderr)
         return 1
     last = result.history[-1] if result.history else {}

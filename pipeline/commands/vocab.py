@@ -6,7 +6,14 @@ import argparse
 import json
 import sys
 
-from pipeline.commands.common import add_command, progress_printer
+from pipeline.commands.common import (
+    add_command,
+    add_job_flags,
+    job_config_from_args,
+    progress_printer,
+)
+from pipeline.job_config import flag_defaults
+from pipeline.vocab_job import VocabJobConfig
 
 HELP = "train a BERT WordPiece vocab.txt on the cleaned corpus, with a report"
 
@@ -21,13 +28,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="the clean stage's output directory (documents-*.parquet) or a glob",
     )
     p.add_argument("--output", required=True, help="output directory")
-    p.add_argument("--vocab-size", type=int, default=30522, help="tokens in vocab.txt, exactly")
+    add_job_flags(p, VocabJobConfig, {"vocab_size": "tokens in vocab.txt, exactly"})
     casing = p.add_mutually_exclusive_group()
     casing.add_argument(
         "--lowercase",
         dest="do_lower_case",
         action="store_true",
-        default=True,
+        default=flag_defaults(VocabJobConfig)["do_lower_case"],
         help="uncased: lowercase and strip accents, as the instance stage does (the default)",
     )
     casing.add_argument(
@@ -36,54 +43,33 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_false",
         help="cased: keep case and accents (pass --no-do-lower-case to `bertprep instances` too)",
     )
-    p.add_argument(
-        "--sample-sentences", type=int, default=1_000_000, help="training sample size (sentences)"
+    add_job_flags(
+        p,
+        VocabJobConfig,
+        {
+            "sample_sentences": "training sample size (sentences)",
+            "heldout_sentences": "held-out sample size for the report",
+            "heldout_per_mille": "documents (per 1000) set aside for the held-out report sample",
+            "min_frequency": "minimum merge frequency",
+            "reserved_unused": "[unusedN] slots",
+            "limit_alphabet": "characters in the alphabet",
+            "seed": "seed of the samples",
+            "compare_vocab": "another vocab.txt to report on the same held-out text",
+        },
     )
-    p.add_argument(
-        "--heldout-sentences", type=int, default=20_000, help="held-out sample size for the report"
-    )
-    p.add_argument(
-        "--heldout-per-mille",
-        type=int,
-        default=20,
-        help="documents (per 1000) set aside for the held-out report sample",
-    )
-    p.add_argument("--min-frequency", type=int, default=2, help="minimum merge frequency")
-    p.add_argument("--reserved-unused", type=int, default=994, help="[unusedN] slots")
-    p.add_argument("--limit-alphabet", type=int, default=1000, help="characters in the alphabet")
-    p.add_argument("--seed", type=int, default=12345, help="seed of the samples")
-    p.add_argument("--compare-vocab", help="another vocab.txt to report on the same held-out text")
     p.set_defaults(run=run, beam_options=True)
 
 
 def run(args: argparse.Namespace, beam_args: list[str]) -> int:
-    from pipeline.beam_options import UnsafeRunnerModeError, make_pipeline_options
-    from pipeline.input_files import NoInputFilesError
-    from pipeline.vocab_job import VocabJobConfig, VocabJobError, run_vocab_job
+    from pipeline.beam_options import make_pipeline_options
+    from pipeline.vocab_job import run_vocab_job
 
     progress = progress_printer("vocab")
 
-    config = VocabJobConfig(
-        input=args.input,
-        output=args.output,
-        vocab_size=args.vocab_size,
-        do_lower_case=args.do_lower_case,
-        sample_sentences=args.sample_sentences,
-        heldout_sentences=args.heldout_sentences,
-        heldout_per_mille=args.heldout_per_mille,
-        min_frequency=args.min_frequency,
-        reserved_unused=args.reserved_unused,
-        limit_alphabet=args.limit_alphabet,
-        seed=args.seed,
-        compare_vocab=args.compare_vocab,
-    )
-    try:
-        manifest = run_vocab_job(config, make_pipeline_options(beam_args), progress)
-    except (UnsafeRunnerModeError, VocabJobError, NoInputFilesError) as e:
-        print(f"bertprep vocab: error: {e}", file=sys.stderr)
-        return 2
+    config = job_config_from_args(VocabJobConfig, args)
+    manifest = run_vocab_job(config, make_pipeline_options(beam_args), progress)
     report = manifest["report"]
-    summary = {"vocab": report["heldout"], "seconds": manifest["seconds"]}
+    summary = {"vocab": report["heldout"], "seconds": manifest["step_seconds"]}
     if "compare" in report:
         summary["compare"] = {k: report["compare"][k] for k in ("heldout", "overlap")}
     for key in ("missing_characters",):

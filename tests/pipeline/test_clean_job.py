@@ -13,10 +13,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from benchmarks.markup_debris import markup_debris
 from pipeline.beam_options import make_pipeline_options
 from pipeline.clean_job import CleanConfigError, CleanJobConfig, run_clean_job
 from tests.conftest import require_corpora
-from transforms.wikitext import markup_debris
 
 
 def clean(tmp_path: Path, name: str = "out", **settings) -> tuple[dict, Path]:
@@ -224,3 +224,31 @@ def test_no_input_and_nothing_left_are_clear_errors(tmp_path, punkt_model):
     (tmp_path / "tiny.txt").write_text("Too short.\n")
     with pytest.raises(CleanConfigError, match="no document survived"):
         clean(tmp_path, books=[str(tmp_path / "tiny.txt")])
+
+
+def test_counts_are_reconciled_with_the_files_and_a_failed_rerun_leaves_no_old_manifest(
+    tmp_path, punkt_model
+):
+    """The manifest's documents and sentences are what the workers counted and what the files
+    hold (the job checks both, ``pipeline.job_scaffold.reconcile``); a rerun first clears the
+    earlier run's files, so one that fails leaves no manifest vouching for them."""
+    book = tmp_path / "book.txt"
+    book.write_text(
+        "\n\n".join(
+            " ".join(f"Paragraph {p} sentence {i} is plain prose for the test." for i in range(6))
+            for p in range(5)
+        )
+        + "\n"
+    )
+    manifest, out = clean(tmp_path, books=[str(book)], export_text=False)
+    table = pq.read_table(sorted(glob.glob(str(out / "documents-*.parquet"))))
+    sentences = sum(len(s) for s in table.column("sentences").to_pylist())
+    assert manifest["totals"]["documents"] == table.num_rows == 1
+    assert manifest["totals"]["sentences"] == sentences == 30
+    assert sum(manifest["outputs"]["parquet"].values()) == table.num_rows
+    assert isinstance(manifest["elapsed_seconds"], float)
+    assert json.loads((out / "manifest.json").read_text())["totals"] == manifest["totals"]
+    with pytest.raises(CleanConfigError, match="no document survived"):
+        clean(tmp_path, books=[str(book)], min_words=10_000)
+    assert not (out / "manifest.json").exists()
+    assert not glob.glob(str(out / "documents-*.parquet"))

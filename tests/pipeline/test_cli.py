@@ -374,3 +374,81 @@ def test_vocab_casing_switches_exclude_each_other(capsys):
         main(["vocab", "--input", "x", "--output", "y", "--lowercase", "--cased"])
     assert e.value.code == 2
     assert "not allowed with argument" in capsys.readouterr().err
+
+
+def _user_error_cases(tmp_path, sample_corpus_files, sample_vocab_path):
+    missing = str(tmp_path / "nothing-*.txt")
+    bad_vocab = tmp_path / "v.txt"
+    bad_vocab.write_text("[PAD]\n")
+    return [
+        (["run", "--set", "phases.0.dupe_factr=2"], "dupe_factr: unknown key"),
+        (["clean", "--books", missing, "--output", str(tmp_path / "c")], "nothing-*.txt"),
+        (["vocab", "--input", missing, "--output", str(tmp_path / "v")], "nothing-*.txt"),
+        (
+            [
+                "instances",
+                "--input",
+                str(sample_corpus_files[0]),
+                "--vocab",
+                str(bad_vocab),
+                "--output",
+                str(tmp_path / "i"),
+            ],
+            "lacks required special token",
+        ),
+        (["inspect", missing], "nothing-*.txt"),
+        (["stats", missing], "nothing-*.txt"),
+        (["validate", str(sample_corpus_files[0])], "not a TFRecord file"),
+    ]
+
+
+def test_user_errors_end_every_command_the_same_way(
+    tmp_path, capsys, sample_corpus_files, sample_vocab_path
+):
+    """A UserError from any subcommand is caught once, in cli.main: one line
+    ``bertprep COMMAND: error: ...`` on stderr, exit status 2, no traceback."""
+    for argv, text in _user_error_cases(tmp_path, sample_corpus_files, sample_vocab_path):
+        code = main(
+            [*argv, "--direct_running_mode=in_memory"]
+            if argv[0] in ("run", "clean", "vocab", "instances")
+            else argv
+        )
+        err = capsys.readouterr().err
+        errors = [line for line in err.splitlines() if ": error: " in line]
+        assert code == 2, (argv, err)
+        assert len(errors) == 1 and errors[0].startswith(f"bertprep {argv[0]}: error: "), err
+        assert text in errors[0], (argv, err)
+        assert "Traceback" not in err, err
+
+
+def test_every_user_facing_error_derives_from_user_error():
+    from pipeline.beam_options import BeamOptionError, UnsafeRunnerModeError
+    from pipeline.clean_job import CleanConfigError, CleanReconciliationError
+    from pipeline.input_files import NoInputFilesError
+    from pipeline.instances_job import JobConfigError, NoInstancesError, ReconciliationError
+    from pipeline.run_config import ConfigError
+    from pipeline.run_job import EmptyTokensError
+    from pipeline.vocab_job import VocabJobError
+    from shards.files import ShardPathError
+    from tokenizer.vocab import VocabError
+    from transforms.errors import UserError
+    from transforms.tfrecord import CorruptRecordError
+
+    for kind in (
+        BeamOptionError,
+        UnsafeRunnerModeError,
+        CleanConfigError,
+        NoInputFilesError,
+        JobConfigError,
+        NoInstancesError,
+        ConfigError,
+        EmptyTokensError,
+        VocabJobError,
+        ShardPathError,
+        VocabError,
+        CorruptRecordError,
+    ):
+        assert issubclass(kind, UserError), kind
+    # A runner that lost records is not the user's to fix: it keeps its traceback.
+    for kind in (CleanReconciliationError, ReconciliationError):
+        assert not issubclass(kind, UserError), kind

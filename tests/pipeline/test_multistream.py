@@ -51,7 +51,7 @@ def test_split_run_equals_whole_run(tmp_path, monkeypatch):
     (tmp_path / "whole").mkdir()
     (tmp_path / "whole" / "test-multistream.xml.bz2").write_bytes(dump.read_bytes())
     split, out_split = clean(
-        tmp_path, "split", wikipedia=[str(tmp_path / "in" / "*")], multistream_bytes=200_000
+        tmp_path, "split", wikipedia=[str(tmp_path / "in" / "*")], multistream_mb=200_000 / 2**20
     )
     whole, out_whole = clean(tmp_path, "whole-out", wikipedia=[str(tmp_path / "whole" / "*")])
     assert split["counts"]["wikipedia"]["multistream_parts"] > 3

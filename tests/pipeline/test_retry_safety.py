@@ -73,7 +73,8 @@ from pipeline.stats import MergeCounts
 from pipeline.token_files import INDEX_SUFFIX, TokenizeFileFn, data_path_of
 from pipeline.tokenize_documents import TokenizeFn, load_documents
 from pipeline.vocab_job import _keyed_sentences, _read_lines, _write_lines
-from shards.reader import ShardPathError, expand_shard_paths
+from shards.files import ShardPathError
+from shards.resolve import expand_shard_paths
 from tokenizer.vocab import Vocab
 from transforms.duplicate_keys import chunk_of, row_of
 from transforms.punkt_tables import PunktTables

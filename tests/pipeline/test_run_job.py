@@ -106,6 +106,28 @@ def test_config_change_reruns_exactly_the_affected_stages(tmp_path):
     }
     forced = run(tmp_path, "phases.0.dupe_factor=2", "eval.fraction=0.2", force=["vocab"])
     assert statuses(forced)["vocab"] == "ran" and statuses(forced)["clean"] == "skipped"
+    # Later-stage keys that only `bertprep run --set` reaches now rerun just their phase, and
+    # reach its job (the shards are gzip files, the manifest records the settings).
+    later = ("phases.0.dupe_factor=2", "eval.fraction=0.2")
+    tuned = run(
+        tmp_path,
+        *later,
+        "phases.0.compression=gzip",
+        "phases.0.bucket_size=50",
+        "phases.0.reference_random_next=true",
+    )
+    assert {k for k, v in statuses(tuned).items() if v == "ran"} == {"phase:seq128"}
+    out = tmp_path / "out"
+    manifest = json.loads((out / "seq128" / "train" / "manifest.json").read_text())
+    assert manifest["config"]["compression"] == "gzip"
+    assert manifest["config"]["bucket_size"] == 50
+    assert manifest["config"]["reference_random_next"] is True
+    assert list((out / "seq128" / "train").glob("*.tfrecord.gz"))
+    # The clean stage's fingerprint is its whole job config: a new text field reruns it.
+    refield = run(tmp_path, *later, "inputs.text_field=body")
+    assert statuses(refield)["clean"] == "ran"
+    clean = json.loads((out / "clean" / "manifest.json").read_text())
+    assert clean["config"]["text_field"] == "body"
 
 
 @pytest.mark.parametrize("kill_in", ["clean", "phase"])

@@ -17,10 +17,11 @@ from shards.plots import (
     x_ticks,
     y_ticks,
 )
-from transforms.record_stats import ShardSetStats, StatsIds
+from transforms.record_stats import ShardSetStats
+from transforms.special_ids import SpecialIds
 
 L, P = 32, 5
-IDS = StatsIds(cls_id=1, sep_id=2, mask_id=3, unk_id=4, pad_id=0)
+IDS = SpecialIds(cls_id=1, sep_id=2, mask_id=3, unk_id=4, pad_id=0)
 TOKENS = ["[PAD]", "[CLS]", "[SEP]", "[MASK]", "[UNK]"] + [f"w{i}" for i in range(95)]
 SVG = "{http://www.w3.org/2000/svg}"
 XHTML = "{http://www.w3.org/1999/xhtml}"

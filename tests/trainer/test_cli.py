@@ -16,8 +16,10 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _run(argv: list[str]) -> int:
-    args = _parser().parse_args(["train", *argv])
-    return args.run(args, [])
+    """``bertprep train ARGV`` through the entry point, which turns a UserError into exit 2."""
+    from pipeline.cli import main
+
+    return main(["train", *argv])
 
 
 def test_help_groups_and_defaults():
@@ -114,6 +116,5 @@ def test_recipe_and_steps_per_loop_flags(tmp_path, capsys):
     config = train_command.config_from_args(args)
     assert config.recipe == "reference" and config.steps_per_loop == 50
     assert config.optimizer_config().recipe == "reference"
-    args = _parser().parse_args([*base, "--recipe", "reference", "--optimizer", "lamb"])
-    assert args.run(args, []) == 2
+    assert _run([*base[1:], "--recipe", "reference", "--optimizer", "lamb"]) == 2
     assert "the reference recipe's optimizer is adamw, not lamb" in capsys.readouterr().err

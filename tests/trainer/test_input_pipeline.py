@@ -132,7 +132,7 @@ def test_unusable_inputs_are_clear_errors(tmp_path):
 
 
 def test_phase_directory_resolves_as_the_shard_tools_do(tmp_path, shards):
-    from shards.reader import expand_shard_paths
+    from shards.resolve import expand_shard_paths
 
     phase = tmp_path / "bertprep-out" / "seq64"
     shutil.copytree(shards, phase / "train")

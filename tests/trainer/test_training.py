@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from pipeline.commands.validate import trainer_config_findings
 from shards.reader import RecordSizes
+from shards.validation import trainer_config_findings
 from tests.trainer.conftest import SMALL, small_config
 from trainer import evaluation
 from trainer.checkpointing import CheckpointError, check_init_compatible

@@ -27,9 +27,7 @@ VOCAB = Vocab.from_bytes(
     "\n".join(SPECIAL + [f"w{i}" for i in range(200)] + [f"##p{i}" for i in range(100)]).encode()
 )
 TABLES = TokenTables(
-    cls_id=VOCAB.cls_id,
-    sep_id=VOCAB.sep_id,
-    mask_id=VOCAB.mask_id,
+    ids=VOCAB.special_ids(),
     replacement_ids=VOCAB.replacement_ids(),
     is_continuation=VOCAB.continuation_mask(),
 )

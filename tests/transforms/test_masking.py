@@ -12,7 +12,6 @@ from transforms.masking import (
     RANDOM,
     MaskingConfig,
     mask_rows,
-    word_groups,
 )
 
 # [PAD] [UNK] [CLS] [SEP] [MASK] [unused0..4] w0..w39 ##c0..##c39
@@ -25,6 +24,27 @@ WORD_IDS = np.array([VOCAB.id_of(w) for w in WORDS])
 PIECE_IDS = np.array([VOCAB.id_of(p) for p in PIECES])
 IS_CONTINUATION = VOCAB.continuation_mask()
 REPLACEMENT = VOCAB.replacement_ids()
+
+
+def word_groups(
+    row_ids: np.ndarray, row_candidate: np.ndarray, is_continuation: np.ndarray
+) -> list[list[int]]:
+    """Candidate positions grouped into words (the scalar reading of ``word_starts``): a ``##`` piece joins the word before it.
+
+    A group never crosses a non-candidate position ([SEP]), so words stay within a segment.
+    """
+    groups: list[list[int]] = []
+    previous_candidate = False
+    for pos in range(len(row_ids)):
+        if not row_candidate[pos]:
+            previous_candidate = False
+            continue
+        if previous_candidate and is_continuation[row_ids[pos]]:
+            groups[-1].append(pos)
+        else:
+            groups.append([pos])
+        previous_candidate = True
+    return groups
 
 
 def test_vocab_tables_used_here():
@@ -551,3 +571,17 @@ def test_mask_rows_deterministic_per_seed(whole_word_mask):
     for name in ("input_ids", "positions", "label_ids", "weights", "counts", "decisions"):
         assert np.array_equal(getattr(a, name), getattr(b, name))
     assert not np.array_equal(a.positions, c.positions)
+
+
+def test_prediction_budget_is_the_references_formula():
+    from transforms.masking import prediction_budget
+
+    assert prediction_budget(128, 0.15) == 19 and prediction_budget(512, 0.15) == 77
+    assert prediction_budget(128, 0.15, 20) == 19 and prediction_budget(512, 0.15, 76) == 76
+    assert prediction_budget(3, 0.0) == 1  # at least one
+    assert prediction_budget(10, 0.25) == 2 and prediction_budget(30, 0.05) == 2  # half to even
+    lengths = np.arange(200)
+    assert prediction_budget(lengths, 0.15, 20).tolist() == [
+        min(20, max(1, round(n * 0.15))) for n in lengths
+    ]
+    assert isinstance(prediction_budget(7, 0.15), int)

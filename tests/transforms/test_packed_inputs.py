@@ -11,6 +11,7 @@ from transforms.example_encoding import decode_example
 from transforms.instance_batches import InstanceSettings, TokenTables, record_batches
 from transforms.instances import BucketLayout, PackConfig, PairConfig, create_packed_rows, pack_rows
 from transforms.masking import MaskingConfig
+from transforms.special_ids import SpecialIds
 
 CLS, SEP, MASK = 2, 3, 4
 
@@ -78,7 +79,7 @@ def test_unmasked_records_carry_word_starts_and_no_masks():
     vocab = 50
     is_cont = np.zeros(vocab, bool)
     is_cont[40:] = True  # ids 40.. are ## pieces
-    tables = TokenTables(CLS, SEP, MASK, np.arange(10, vocab, dtype=np.int32), is_cont)
+    tables = TokenTables(SpecialIds(CLS, SEP, MASK), np.arange(10, vocab, dtype=np.int32), is_cont)
     settings = InstanceSettings(
         PairConfig(max_seq_length=12),
         MaskingConfig(max_predictions_per_seq=3),

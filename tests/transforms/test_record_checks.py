@@ -15,7 +15,8 @@ from transforms.features import FEATURE_NAMES, feature_lengths
 from transforms.instance_batches import InstanceSettings, TokenTables, record_batches
 from transforms.instances import PairConfig
 from transforms.masking import MaskingConfig
-from transforms.record_checks import RULES, SpecialIds, Violation, check_batch
+from transforms.record_checks import RULES, Violation, check_batch
+from transforms.special_ids import SpecialIds
 
 CLS, SEP, PAD, MASK = 101, 102, 0, 103
 IDS = SpecialIds(vocab_size=30522)
@@ -496,9 +497,7 @@ def test_records_written_by_the_pipeline_pass(reference_random_tokens: bool) -> 
         for _ in range(40)
     ]
     tables = TokenTables(
-        cls_id=SMALL_VOCAB.cls_id,
-        sep_id=SMALL_VOCAB.sep_id,
-        mask_id=SMALL_VOCAB.mask_id,
+        ids=SMALL_VOCAB.special_ids(),
         replacement_ids=SMALL_VOCAB.replacement_ids(include_special=reference_random_tokens),
         is_continuation=SMALL_VOCAB.continuation_mask(),
     )

@@ -15,11 +15,12 @@ from transforms.features import FEATURE_NAMES
 from transforms.instance_batches import InstanceSettings, TokenTables, record_batches
 from transforms.instances import PairConfig
 from transforms.masking import MaskingConfig
-from transforms.record_stats import ShardSetStats, StatsIds
+from transforms.record_stats import ShardSetStats
+from transforms.special_ids import SpecialIds
 
 # A tiny vocabulary: ids 0-4 special, 5-9 words.
 TOKENS = ["[PAD]", "[CLS]", "[SEP]", "[MASK]", "[UNK]", "a", "b", "c", "d", "e"]
-IDS = StatsIds(cls_id=1, sep_id=2, mask_id=3, unk_id=4, pad_id=0)
+IDS = SpecialIds(cls_id=1, sep_id=2, mask_id=3, unk_id=4, pad_id=0)
 L, P = 8, 3
 
 
@@ -167,14 +168,14 @@ def test_padding_content_and_one_dimensional_labels():
 
 
 def test_unk_id_none_and_unk_id_never_seen():
-    stats = ShardSetStats(L, P, StatsIds(cls_id=1, sep_id=2, mask_id=3, unk_id=None))
+    stats = ShardSetStats(L, P, SpecialIds(cls_id=1, sep_id=2, mask_id=3, unk_id=None))
     stats.update(batch([R0]), "s")
     report = stats.to_json()
     assert report["unk_tokens"] is None
     assert report["unk_rate"] is None
     assert report["special_ids"]["unk_id"] is None
 
-    stats = ShardSetStats(L, P, StatsIds(cls_id=1, sep_id=2, mask_id=3, unk_id=30000))
+    stats = ShardSetStats(L, P, SpecialIds(cls_id=1, sep_id=2, mask_id=3, unk_id=30000))
     stats.update(batch([R0]), "s")
     assert stats.to_json()["unk_tokens"] == 0
     assert stats.to_json()["unk_rate"] == 0.0
@@ -275,7 +276,7 @@ def test_merge_refuses_different_sizes_or_ids():
     with pytest.raises(ValueError, match="cannot merge"):
         stats.merge(ShardSetStats(L + 1, P, IDS))
     with pytest.raises(ValueError, match="cannot merge"):
-        stats.merge(ShardSetStats(L, P, StatsIds()))
+        stats.merge(ShardSetStats(L, P, SpecialIds()))
 
 
 def test_bad_batches_are_refused():
@@ -321,9 +322,7 @@ def encoded_records(max_seq_length: int = 64, max_predictions: int = 10) -> dict
         seed=11,
     )
     tables = TokenTables(
-        cls_id=VOCAB.cls_id,
-        sep_id=VOCAB.sep_id,
-        mask_id=VOCAB.mask_id,
+        ids=VOCAB.special_ids(),
         replacement_ids=VOCAB.replacement_ids(),
         is_continuation=VOCAB.continuation_mask(),
     )
@@ -338,7 +337,7 @@ def encoded_records(max_seq_length: int = 64, max_predictions: int = 10) -> dict
 
 def test_records_of_the_encoder():
     arrays = encoded_records()
-    ids = StatsIds(
+    ids = SpecialIds(
         cls_id=VOCAB.cls_id,
         sep_id=VOCAB.sep_id,
         mask_id=VOCAB.mask_id,

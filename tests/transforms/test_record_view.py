@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from transforms.record_view import ViewIds, describe_record, render_record
+from transforms.record_view import describe_record, render_record
+from transforms.special_ids import SpecialIds
 
 TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat", "dog"]
-IDS = ViewIds(cls_id=2, sep_id=3, mask_id=4)
+IDS = SpecialIds(cls_id=2, sep_id=3, mask_id=4)
 
 
 def record(label: int = 1) -> dict:

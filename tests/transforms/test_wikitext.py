@@ -8,12 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.markup_debris import DEBRIS_MARKERS, markup_debris
 from tests.conftest import require_corpora
 from transforms.mediawiki_xml import WikiPage, iter_pages
 from transforms.wiki_templates import format_date
 from transforms.wikitext import (
-    DEBRIS_MARKERS,
-    markup_debris,
     strip_non_prose,
     wikitext_to_paragraphs,
 )
