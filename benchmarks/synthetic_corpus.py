@@ -90,10 +90,10 @@ def _paragraphs_of(path: Path) -> list[str]:
 def build_pool(progress=print) -> list[str]:
     """The deduplicated sentences of every shared book and dump, in source order."""
     from benchmarks.markup_debris import markup_debris
-    from transforms.sentences import SentenceSplitter
+    from pipeline.punkt_files import load_splitter
     from transforms.text_normalization import normalize_text
 
-    splitter = SentenceSplitter.for_language("english", [CORPORA / "nltk_data"])
+    splitter = load_splitter("english", [CORPORA / "nltk_data"])
     seen: set[str] = set()
     pool: list[str] = []
     by_source: dict[str, int] = {}

@@ -85,6 +85,9 @@ def make_pipeline_options(beam_args: list[str]) -> PipelineOptions:
     ``BERTPREP_PIPELINE_TYPE_CHECK=1`` to keep it): it builds an option parser for every type
     comparison, ~1 s per pipeline of the instance stage, and checks nothing a run depends on
     (the test pipelines built without this function keep it).
+
+    The DirectRunner is run as ``pipeline.local_runner.FnApiDirectRunner``: the same runner,
+    without Beam's attempt to download and use the Prism runner first.
     """
     if not any(a.startswith("--default_sdk_harness_log_level") for a in beam_args):
         beam_args = [*beam_args, "--default_sdk_harness_log_level=WARNING"]
@@ -105,4 +108,8 @@ def make_pipeline_options(beam_args: list[str]) -> PipelineOptions:
             direct.direct_running_mode = "multi_processing"
         if "--direct_num_workers" not in given and direct.direct_running_mode == "multi_processing":
             direct.direct_num_workers = os.cpu_count() or 1
+        if runner in ("DirectRunner", "direct"):
+            from pipeline.local_runner import RUNNER
+
+            options.view_as(StandardOptions).runner = RUNNER
     return options

@@ -230,7 +230,7 @@ def run_clean_job(
     Raises CleanConfigError for bad settings and NoInputFilesError for patterns matching nothing;
     a run that keeps no document fails with CleanConfigError saying what was dropped and why.
     """
-    from transforms.sentences import PunktTables, load_punkt_parameters
+    from pipeline.punkt_files import load_punkt_tables
 
     if not config.inputs():
         raise CleanConfigError("no input: give --wikipedia, --books, --jsonl or --parquet")
@@ -246,8 +246,7 @@ def run_clean_job(
         )
     )
     prepare_output(config.output, STALE, trees=[STAGING])
-    params = load_punkt_parameters()
-    pretrained = PunktTables.from_parameters(params) if params is not None else None
+    pretrained = load_punkt_tables()
     punkt = "pretrained punkt_tab (NLTK_DATA)" if pretrained else "trained on the corpus (punkt/)"
     progress(f"sentence splitter: {punkt}")
 

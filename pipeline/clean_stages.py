@@ -387,7 +387,8 @@ def train_punkt(samples: list[tuple[int, int]], staging: str, output: str):
     import tempfile
     from pathlib import Path
 
-    from transforms.sentences import PunktTables, save_punkt_parameters, train_punkt_parameters
+    from pipeline.punkt_files import save_punkt_parameters
+    from transforms.sentences import PunktTables, train_punkt_parameters
 
     docs = load_staged_columns(staging, [loc for _, loc in samples], ["paragraphs"])
     texts = sorted((key, "\n\n".join(docs[loc]["paragraphs"])) for key, loc in samples)

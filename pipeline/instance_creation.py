@@ -125,9 +125,9 @@ class CreateInstancesFn(CountingDoFn):
         num_shards: int,
         progress: ProgressReporter | None = None,
     ) -> None:
-        self._settings = settings
+        self.settings = settings
         self._tables = tables
-        self._spill_dir = spill_dir
+        self.spill_dir = spill_dir
         self._num_shards = num_shards
         self.progress = progress
 
@@ -140,12 +140,12 @@ class CreateInstancesFn(CountingDoFn):
         del docs
         framed: list[bytes] = []
         keys: list[int] = []
-        for batch in record_batches(layout, bucket, dupe, self._settings, self._tables, self.stats):
+        for batch in record_batches(layout, bucket, dupe, self.settings, self._tables, self.stats):
             framed.extend(frame_record(r) for r in batch.records)
             keys.extend(batch.order_keys)
         data, bounds = spill_layout(framed, np.asarray(keys, dtype=np.int64), self._num_shards)
         del framed
-        path = FileSystems.join(self._spill_dir, f"task-{bucket:06d}-{dupe:04d}.spill")
+        path = FileSystems.join(self.spill_dir, f"task-{bucket:06d}-{dupe:04d}.spill")
         write_bytes_atomically(path, data)
         if self.progress is not None:
             self.progress.add(len(refs))
@@ -171,20 +171,13 @@ class AssignBuckets(beam.PTransform):
 
 
 class CreateInstances(beam.PTransform):
-    """PCollection[(bucket, RefTable)] → outputs ``spills`` (TaskSpill) and ``stats``; each
-    (bucket, dupe pass) done adds its documents to ``progress``."""
+    """PCollection[(bucket, RefTable)] → outputs ``spills`` (TaskSpill) and ``stats``: the
+    dupe passes of each bucket, each run by ``create`` (a ``CreateInstancesFn``)."""
 
-    def __init__(
-        self,
-        settings: InstanceSettings,
-        tables: TokenTables,
-        spill_dir: str,
-        num_shards: int,
-        progress: ProgressReporter | None = None,
-    ) -> None:
+    def __init__(self, create: CreateInstancesFn) -> None:
         super().__init__()
-        self._expand = ExpandDupePassesFn(settings.dupe_factor, spill_dir)
-        self._fn = CreateInstancesFn(settings, tables, spill_dir, num_shards, progress)
+        self._expand = ExpandDupePassesFn(create.settings.dupe_factor, create.spill_dir)
+        self._fn = create
 
     def expand(self, slices):
         grouped = slices | "GroupBuckets" >> beam.GroupByKey()

@@ -29,6 +29,7 @@ from pipeline.instance_creation import (
     AssignBuckets,
     BucketSlicesFn,
     CreateInstances,
+    CreateInstancesFn,
     bucket_count,
 )
 from pipeline.job_scaffold import (
@@ -38,7 +39,7 @@ from pipeline.job_scaffold import (
     write_manifest,
 )
 from pipeline.progress import ProgressMonitor, ProgressReporter, progress_dir
-from pipeline.shard_writer import SUFFIXES, WriteShards
+from pipeline.shard_writer import SUFFIXES, WriteShardFn, WriteShards
 from pipeline.spill_groups import CoalesceSpills
 from pipeline.stats import NAMESPACE, REJECTS_TAG, STATS_TAG, MergeCounts
 from pipeline.tokenize_documents import TokenizeDocuments
@@ -344,7 +345,9 @@ def build_pipeline(
         )
         read_parts = [read]
     created = slices | "Instances" >> CreateInstances(
-        settings, token_tables(vocab, config), spill_dir, config.num_shards, progress
+        CreateInstancesFn(
+            settings, token_tables(vocab, config), spill_dir, config.num_shards, progress
+        )
     )
     spills = created["spills"]
     if uses_spill_groups(config):
@@ -352,12 +355,14 @@ def build_pipeline(
             spill_dir, config.num_shards, max(1, int(config.spill_group_mb * (1 << 20)))
         )
     shards = spills | "Shards" >> WriteShards(
-        config.output,
-        config.shard_prefix,
-        config.num_shards,
-        config.compression,
-        tuple(config.shard_names) if config.shard_names is not None else None,
-        temp_dir=spill_dir,
+        WriteShardFn(
+            config.output,
+            config.shard_prefix,
+            config.num_shards,
+            config.compression,
+            shard_names=tuple(config.shard_names) if config.shard_names is not None else None,
+            temp_dir=spill_dir,
+        )
     )
     stats = (
         (*(r[STATS_TAG] for r in read_parts), tokenized[STATS_TAG], created["stats"])

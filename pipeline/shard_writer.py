@@ -99,12 +99,16 @@ class WriteShardFn(beam.DoFn):
         shard_names: tuple[str, ...] | None = None,
         temp_dir: str | None = None,
     ) -> None:
+        if compression not in COMPRESSIONS:
+            raise ValueError(f"compression must be one of {sorted(COMPRESSIONS)}")
+        if shard_names is not None and len(shard_names) != num_shards:
+            raise ValueError(f"{len(shard_names)} shard names for {num_shards} shards")
         self._output_dir = output_dir
         self._shard_names = shard_names
         self._temp_dir = temp_dir or FileSystems.join(output_dir, TEMP_DIR)
         self._buffer_bytes = buffer_bytes or DEFAULT_BUFFER_BYTES
         self._prefix = prefix
-        self._num_shards = num_shards
+        self.num_shards = num_shards
         self._compression = compression
         self._offsets: dict | None = None
         self._spills_id: int | None = None
@@ -131,7 +135,7 @@ class WriteShardFn(beam.DoFn):
         if self._shard_names:
             name = self._shard_names[index]
         else:
-            name = shard_name(self._prefix, index, self._num_shards, self._compression)
+            name = shard_name(self._prefix, index, self.num_shards, self._compression)
         final = FileSystems.join(self._output_dir, name)
         # Not beside the shards: the trainer and the shard tools read a directory's
         # "*.tfrecord*" files (or all of them), and a killed attempt's temporary file stays.
@@ -160,13 +164,13 @@ class WriteShardFn(beam.DoFn):
             start, end = spill.shard_range(index)
             tasks, counts, lengths = spill.tasks, spill.counts, spill.lengths[index].tolist()
         else:
-            r = residue_for_shard(index, self._offsets[spill.task], self._num_shards)
+            r = residue_for_shard(index, self._offsets[spill.task], self.num_shards)
             start, end = int(spill.bounds[r]), int(spill.bounds[r + 1])
             tasks, counts, lengths = (spill.task,), (spill.count,), [end - start]
         blocks, position = [], 0
         for task, n, length in zip(tasks, counts, lengths, strict=True):
-            r = residue_for_shard(index, self._offsets[task], self._num_shards)
-            count = residue_count(n, self._num_shards, r)
+            r = residue_for_shard(index, self._offsets[task], self.num_shards)
+            count = residue_count(n, self.num_shards, r)
             if count:
                 task_id = task[0] * (1 << 20) + task[1]
                 blocks.append((task_id, r, count, position, position + length))
@@ -219,7 +223,7 @@ class WriteShardFn(beam.DoFn):
         parts = []
         for task_id, r, count, low, high in blocks:
             keys, positions, framed = parse_block_in_range(data[low:high], count, 0, KEY_LIMIT)
-            indices = r + self._num_shards * positions
+            indices = r + self.num_shards * positions
             parts.append((keys, np.full(len(keys), task_id, np.int64), indices, framed))
         return parts
 
@@ -267,35 +271,13 @@ def _read_parts(f) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, list[by
 
 
 class WriteShards(beam.PTransform):
-    """PCollection[TaskSpill] → PCollection of ShardResult dicts, one per shard (empty included).
+    """PCollection[TaskSpill] → PCollection of ShardResult dicts, one per shard (empty included),
+    each written by ``write`` (a ``WriteShardFn``)."""
 
-    ``shard_names`` (one file name per shard, in ``output_dir``) replaces the
-    ``<prefix>-NNNNN-of-NNNNN`` names: shard ``i`` is written as ``shard_names[i]``. Temporary
-    files go to ``temp_dir`` (default ``output_dir/.spill``), never beside the shards."""
-
-    def __init__(
-        self,
-        output_dir: str,
-        prefix: str,
-        num_shards: int,
-        compression: str,
-        shard_names: tuple[str, ...] | None = None,
-        temp_dir: str | None = None,
-    ) -> None:
+    def __init__(self, write: WriteShardFn) -> None:
         super().__init__()
-        if compression not in COMPRESSIONS:
-            raise ValueError(f"compression must be one of {sorted(COMPRESSIONS)}")
-        if shard_names is not None and len(shard_names) != num_shards:
-            raise ValueError(f"{len(shard_names)} shard names for {num_shards} shards")
-        self._fn = WriteShardFn(
-            output_dir,
-            prefix,
-            num_shards,
-            compression,
-            shard_names=shard_names,
-            temp_dir=temp_dir,
-        )
-        self._num_shards = num_shards
+        self._fn = write
+        self._num_shards = write.num_shards
 
     def expand(self, spills):
         return (

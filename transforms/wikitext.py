@@ -18,14 +18,14 @@
   ``<gallery>``, ``<math>``, ``<chem>``/``<ce>``, ``<score>``, ``<timeline>``,
   ``<syntaxhighlight>``/``<source>``/``<pre>``, ``<poem>``, HTML lists and the other tags in
   :data:`DROPPED_TAGS`; comments; ``{{{arguments}}}``; magic words like ``__TOC__``; every
-  template except :data:`INLINE_TEMPLATES`;
+  template except the inline ones (``transforms.wiki_templates``);
 - lines dropped whole: headings, list items and definition lines (``*``, ``#``, ``;``, ``:``),
   lines that start with a space (preformatted), leftover table rows (``{|``, ``|``, ``!``);
 - inline templates render the text they show in running prose, so no holes remain:
   ``{{convert|5|km|mi}}`` → ``5 km``, ``{{lang|fr|texte}}`` → ``texte``, ``{{nowrap|x}}`` → ``x``,
   ``{{birth date|1950|5|17}}`` → ``May 17, 1950`` (``df=y``: ``17 May 1950``),
   ``{{frac|1|2}}`` → ``1/2``, ``{{IPA|...}}`` → its text, ``{{as of|2010}}`` → ``As of 2010``, ...
-  (:data:`INLINE_TEMPLATES` lists them all; ``lang-xx``, ``IPA-xx`` and ``script/xx`` go by
+  (``transforms.wiki_templates.INLINE_TEMPLATES`` lists them all; ``lang-xx``, ``IPA-xx`` and ``script/xx`` go by
   prefix). Values computed at render time (``{{age}}``, ``{{inflation}}``) are not reproduced.
 
 Then bold/italic quotes and stray HTML tags are stripped, whitespace normalized, spaces before
@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Collection, Iterator
 
 import mwparserfromhell
 from mwparserfromhell.nodes import (
@@ -56,6 +56,8 @@ from mwparserfromhell.nodes import (
     Wikilink,
 )
 from mwparserfromhell.wikicode import Wikicode
+
+from transforms.wiki_templates import INLINE_PREFIXES, INLINE_TEMPLATES, inline_renderer
 
 #: Link prefixes (before ``:``, any case) whose links are dropped: media, files and categories.
 DROP_LINK_NAMESPACES: frozenset[str] = frozenset({"file", "image", "media", "category"})
@@ -173,291 +175,6 @@ _LETTER = re.compile(r"[^\W\d_]")
 # close, or space/punctuation before a closing one. Without it the loop changes nothing.
 _BRACKET_TIDY = re.compile(r"[(\[][-–—,;:\s)\]]|[,;:\s][)\]]")
 
-_MONTHS = (
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-)
-
-
-# --- inline templates -------------------------------------------------------------------------
-
-
-def _first(pos: list[str], named: dict[str, str]) -> str:
-    return pos[0] if pos else ""
-
-
-def _second(pos: list[str], named: dict[str, str]) -> str:
-    return pos[1] if len(pos) > 1 else ""
-
-
-def _last(pos: list[str], named: dict[str, str]) -> str:
-    return pos[-1] if pos else ""
-
-
-def _joined(separator: str) -> Callable[[list[str], dict[str, str]], str]:
-    return lambda pos, named: separator.join(p for p in pos if p)
-
-
-def _constant(value: str) -> Callable[[list[str], dict[str, str]], str]:
-    return lambda pos, named: value
-
-
-def _as_int(value: str) -> int | None:
-    value = value.strip()
-    return int(value) if value.isdigit() else None
-
-
-def format_date(year: str, month: str = "", day: str = "", *, day_first: bool = False) -> str:
-    """``1950, 5, 17`` → ``May 17, 1950`` (``day_first``: ``17 May 1950``); partial dates too."""
-    m, d = _as_int(month), _as_int(day)
-    if m is None or not 1 <= m <= 12:
-        return " ".join(p for p in (year, month, day) if p.strip())
-    name = _MONTHS[m - 1]
-    if d is None:
-        return f"{name} {year}".strip()
-    return f"{d} {name} {year}".strip() if day_first else f"{name} {d}, {year}".strip()
-
-
-def _day_first(named: dict[str, str]) -> bool:
-    return named.get("df", "").lower() in {"y", "yes", "1", "true", "on"}
-
-
-def _date(pos: list[str], named: dict[str, str]) -> str:
-    if len(pos) >= 2 and all(_as_int(p) is not None for p in pos[:2]):
-        return format_date(*pos[:3], day_first=_day_first(named))
-    return _first(pos, named)
-
-
-def _as_of(pos: list[str], named: dict[str, str]) -> str:
-    lead = "as of" if named.get("lc", "").lower() in {"y", "yes"} else "As of"
-    if not pos:
-        return lead
-    return f"{lead} {format_date(*pos[:3], day_first=_day_first(named))}"
-
-
-def _circa(pos: list[str], named: dict[str, str]) -> str:
-    return f"c. {pos[0]}" if pos else "c."
-
-
-def _frac(pos: list[str], named: dict[str, str]) -> str:
-    if len(pos) == 1:
-        return f"1/{pos[0]}"
-    if len(pos) == 2:
-        return f"{pos[0]}/{pos[1]}"
-    if len(pos) >= 3:
-        return f"{pos[0]} {pos[1]}/{pos[2]}"
-    return ""
-
-
-_RANGE_WORDS = {
-    "-": "–",
-    "–": "–",
-    "to": " to ",
-    "to(-)": " to ",
-    "and": " and ",
-    "and(-)": " and ",
-    "or": " or ",
-    "by": " by ",
-    "x": " × ",
-    "×": " × ",
-    "+": " + ",
-    "+/-": " ± ",
-    "±": " ± ",
-}
-_UNIT_NAMES = {
-    "sqmi": "sq mi",
-    "sqkm": "km²",
-    "km2": "km²",
-    "m2": "m²",
-    "sqft": "sq ft",
-    "ft2": "sq ft",
-    "cuft": "cu ft",
-    "m3": "m³",
-    "km/h": "km/h",
-    "kph": "km/h",
-    "mph": "mph",
-    "c": "°C",
-    "f": "°F",
-    "k": "K",
-}
-
-
-def _unit(code: str) -> str:
-    return _UNIT_NAMES.get(code.lower(), code)
-
-
-def _is_number(value: str) -> bool:
-    return bool(re.fullmatch(r"[-+−]?[\d,.]+(?:e\d+)?", value.strip()))
-
-
-def _convert(pos: list[str], named: dict[str, str]) -> str:
-    """``{{convert|5|km|mi}}`` → ``5 km``; ranges ``{{convert|3|to|5|km}}`` → ``3 to 5 km``;
-    compound ``{{convert|6|ft|2|in}}`` → ``6 ft 2 in``. The converted value is not shown."""
-    if not pos:
-        return ""
-    text = pos[0]
-    rest = pos[1:]
-    while len(rest) >= 2 and rest[0].lower() in _RANGE_WORDS and _is_number(rest[1]):
-        text += _RANGE_WORDS[rest[0].lower()] + rest[1]
-        rest = rest[2:]
-    if rest and not _is_number(rest[0]):
-        text += " " + _unit(rest[0])
-        rest = rest[1:]
-        while len(rest) >= 2 and _is_number(rest[0]) and not _is_number(rest[1]):
-            text += f" {rest[0]} {_unit(rest[1])}"
-            rest = rest[2:]
-    return text
-
-
-def _val(pos: list[str], named: dict[str, str]) -> str:
-    unit = named.get("u") or named.get("ul") or ""
-    return f"{_first(pos, named)} {unit}".strip()
-
-
-def _height(pos: list[str], named: dict[str, str]) -> str:
-    return " ".join(f"{named[u]} {u}" for u in ("m", "cm", "ft", "in") if named.get(u))
-
-
-def _ordinal(pos: list[str], named: dict[str, str]) -> str:
-    n = _as_int(pos[0]) if pos else None
-    if n is None:
-        return _first(pos, named)
-    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
-    return f"{n}{suffix}"
-
-
-def _interlanguage_link(pos: list[str], named: dict[str, str]) -> str:
-    return named.get("lt") or _first(pos, named)
-
-
-def _ship(prefix: str) -> Callable[[list[str], dict[str, str]], str]:
-    return lambda pos, named: f"{prefix} {pos[0]}" if pos else prefix
-
-
-def _currency(symbol: str) -> Callable[[list[str], dict[str, str]], str]:
-    return lambda pos, named: f"{symbol}{pos[0]}" if pos else symbol
-
-
-#: Templates that render running text, by normalized name (lower case, ``_`` as space).
-INLINE_TEMPLATES: dict[str, Callable[[list[str], dict[str, str]], str]] = {
-    "convert": _convert,
-    "cvt": _convert,
-    "lang": _second,
-    "langx": _second,
-    "rtl-lang": _second,
-    "script": _second,
-    "transl": _last,
-    "transliteration": _last,
-    "nihongo": _first,
-    "nq": _first,
-    "ipa": _first,
-    "nowrap": _first,
-    "nobr": _first,
-    "nobreak": _first,
-    "small": _first,
-    "smaller": _first,
-    "big": _first,
-    "larger": _first,
-    "midsize": _first,
-    "resize": _last,
-    "sic": _joined(""),
-    "not a typo": _joined(""),
-    "proper name": _first,
-    "mvar": _first,
-    "math": _first,
-    "em": _first,
-    "strong": _first,
-    "var": _first,
-    "code": _first,
-    "sc": _first,
-    "smallcaps": _first,
-    "small caps": _first,
-    "noitalic": _first,
-    "nobold": _first,
-    "vanchor": _first,
-    "visible anchor": _first,
-    "unicode": _first,
-    "abbr": _first,
-    "abbrlink": _first,
-    "linktext": _joined(""),
-    "chem": _joined(""),
-    "angbr": lambda pos, named: f"⟨{_first(pos, named)}⟩",
-    "respell": _joined("-"),
-    "ill": _interlanguage_link,
-    "interlanguage link": _interlanguage_link,
-    "interlanguage link multi": _interlanguage_link,
-    "sortname": _joined(" "),
-    "flag": _first,
-    "flagcountry": _first,
-    "flagu": _first,
-    "date": _date,
-    "birth date": _date,
-    "birth date and age": _date,
-    "bda": _date,
-    "death date": _date,
-    "death date and age": _date,
-    "dda": _date,
-    "start date": _date,
-    "start date and age": _date,
-    "end date": _date,
-    "dts": _date,
-    "birth year and age": _first,
-    "death year and age": _first,
-    "as of": _as_of,
-    "circa": _circa,
-    "c.": _circa,
-    "frac": _frac,
-    "fraction": _frac,
-    "sfrac": _frac,
-    "val": _val,
-    "height": _height,
-    "ordinal": _ordinal,
-    "ship": _joined(" "),
-    "hms": _ship("HMS"),
-    "uss": _ship("USS"),
-    "ss": _ship("SS"),
-    "rms": _ship("RMS"),
-    "hmas": _ship("HMAS"),
-    "hmcs": _ship("HMCS"),
-    "hmnzs": _ship("HMNZS"),
-    "sms": _ship("SMS"),
-    "usns": _ship("USNS"),
-    "us$": _currency("US$"),
-    "usd": _currency("US$"),
-    "£": _currency("£"),
-    "gbp": _currency("£"),
-    "€": _currency("€"),
-    "euro": _currency("€"),
-    "nbsp": _constant(" "),
-    "spaces": _constant(" "),
-    "'": _constant("'"),
-    "ndash": _constant("–"),
-    "mdash": _constant("—"),
-    "mdashb": _constant("—"),
-    "snd": _constant(" – "),
-    "spnd": _constant(" – "),
-    "spaced ndash": _constant(" – "),
-    "spaced en dash": _constant(" – "),
-    "=": _constant("="),
-    "middot": _constant("·"),
-    "okina": _constant("ʻ"),
-}
-_INLINE_PREFIXES: tuple[tuple[str, Callable[[list[str], dict[str, str]], str]], ...] = (
-    ("lang-", _first),
-    ("ipa-", _first),
-    ("script/", _first),
-)
-
 
 def _normalized_template_name(raw: str) -> str:
     """A template's name as :data:`INLINE_TEMPLATES` keys it: no comments or cut marks, lower
@@ -471,13 +188,6 @@ def _normalized_template_name(raw: str) -> str:
 
 def _template_name(template: Template) -> str:
     return _normalized_template_name(str(template.name))
-
-
-def _inline_renderer(name: str) -> Callable[[list[str], dict[str, str]], str] | None:
-    render = INLINE_TEMPLATES.get(name)
-    if render is None:
-        render = next((r for p, r in _INLINE_PREFIXES if name.startswith(p)), None)
-    return render
 
 
 def _param_value(value: str) -> str:
@@ -578,7 +288,7 @@ class _Renderer:
         name = _template_name(template)
         if name.startswith("formatnum:"):  # {{formatnum:1234}}: the value is part of the name
             return self.code(template.name).strip().partition(":")[2].strip()
-        render = _inline_renderer(name)
+        render = inline_renderer(name)
         if render is None:
             return ""
         positional: dict[int, str] = {}
@@ -664,7 +374,7 @@ def is_inline_template(name: str) -> bool:
     return (
         name in INLINE_TEMPLATES
         or name.startswith("formatnum:")
-        or any(name.startswith(p) for p, _ in _INLINE_PREFIXES)
+        or any(name.startswith(p) for p, _ in INLINE_PREFIXES)
     )
 
 
@@ -776,6 +486,24 @@ _SIMPLE_TEMPLATE = re.compile(r"\{\{([^{}\[\]<>\n]*)\}\}")
 _SIMPLE_LINK = re.compile(r"\[\[([^\[\]{}<>|\n]+)(?:(\|)([^\[\]{}<>\n]*))?\]\]")
 # What only the parser renders exactly; a single "[" or "]" is text (it is in the parser too).
 _NEEDS_PARSER = re.compile(r"[{}<]|\[\[|\]\]|\[(?i:https?:|ftp:)|\[//|^-{4}|://", re.MULTILINE)
+_BRACKETED_URL_START = re.compile(r"\[(?i:https?:|ftp:)|\[//")
+_HORIZONTAL_RULE = re.compile(r"^-{4}", re.MULTILINE)
+
+
+def _needs_parser(text: str) -> bool:
+    """``_NEEDS_PARSER.search(text)``, by substring tests first (most segments have none)."""
+    return (
+        "{" in text
+        or "}" in text
+        or "<" in text
+        or "[[" in text
+        or "]]" in text
+        or "://" in text
+        or ("[" in text and _BRACKETED_URL_START.search(text) is not None)
+        or ("----" in text and _HORIZONTAL_RULE.search(text) is not None)
+    )
+
+
 _FREE_LINK_SCHEME = re.compile(
     r"\b(?:bitcoin|geo|magnet|mailto|news|sips?|sms|tel|urn|xmpp):", re.I
 )
@@ -827,7 +555,7 @@ def _simple_template(match: re.Match[str]) -> str:
     normalized = _normalized_template_name(name)
     if normalized.startswith("formatnum:"):
         return name.strip().partition(":")[2].strip()
-    render = _inline_renderer(normalized)
+    render = inline_renderer(normalized)
     if render is None:
         return ""
     positional: dict[int, str] = {}
@@ -880,7 +608,9 @@ def _fast_render(segment: str, drop_namespaces: frozenset[str]) -> str:
     """``segment`` (starting with ``\\n``) rendered as the parser path would, for segments of
     prose, links, bracketed URLs, formatting tags and single-line inline templates; raises
     _NeedsParser for anything else."""
-    text = _FAST_PREFORMATTED.sub(_DROP, segment)
+    text = segment
+    if "\n " in text or "\n\t" in text:  # a line led by a space or tab: maybe preformatted
+        text = _FAST_PREFORMATTED.sub(_DROP, text)
     if "<" in text:
         text = _INLINE_TAG_EDGE.sub("", _LINE_BREAK_TAG.sub(" ", text))
     if "[" in text:
@@ -895,7 +625,7 @@ def _fast_render(segment: str, drop_namespaces: frozenset[str]) -> str:
         if "[[" in text:  # links whose caption held a template
             text = _SIMPLE_LINK.sub(lambda m: _simple_link(m, drop_namespaces), text)
     if (
-        _NEEDS_PARSER.search(text)
+        _needs_parser(text)
         or (":" in text and _FREE_LINK_SCHEME.search(text))
         or ("''" in text and not _plain_quotes(text))
     ):
@@ -960,8 +690,10 @@ def _clean(paragraph: str) -> str:
         text = _QUOTES.sub("", text)
     if "__" in text:
         text = _MAGIC_WORD.sub("", text)
+    # From here on the only whitespace is single spaces: the steps below delete text or put
+    # back a bracket, never a space. Each regex runs only when the pair it needs is present.
     text = " ".join(text.split())  # = _WHITESPACE.sub(" ", text).strip()
-    if ("(" in text or "[" in text) and _BRACKET_TIDY.search(text):
+    if ("(" in text or "[" in text) and _bracket_tidy_applies(text):
         previous = None
         while previous != text:
             previous = text
@@ -969,12 +701,42 @@ def _clean(paragraph: str) -> str:
             text = _PUNCT_AFTER_OPEN.sub(r"\1", text)
             text = _PUNCT_BEFORE_CLOSE.sub(r"\1", text)
         text = _SPACE_AFTER_OPEN.sub(r"\1", text)
-    text = _SPACE_BEFORE_PUNCT.sub(r"\1", text)
-    if "," in text or ";" in text:
+    if _SPACED_PUNCT.search(text):
+        text = _SPACE_BEFORE_PUNCT.sub(r"\1", text)
+    # no space before "," or ";" is left, so a repeat is two adjacent marks
+    if ",," in text or ";;" in text:
         text = _REPEATED_COMMA.sub(r"\1", text)
-    if "," in text or ";" in text or ":" in text:
+    if _MARK_BEFORE_STOP.search(text):
         text = _COMMA_BEFORE_STOP.sub("", text)
-    return " ".join(text.split())
+    if "  " in text or text[:1] == " " or text[-1:] == " ":  # a cut left a space to tidy
+        text = " ".join(text.split())
+    return text
+
+
+_SPACED_PUNCT = re.compile(r" [,.;:!?)\]]")
+"""What ``_SPACE_BEFORE_PUNCT`` needs when the only whitespace is single spaces."""
+_MARK_BEFORE_STOP = re.compile(r"[,;:][.!?]")
+"""What ``_COMMA_BEFORE_STOP`` needs: a run of ``,;:`` ends right before ``.!?``."""
+_AFTER_OPEN = frozenset("-–—,;: )]")
+_BEFORE_CLOSE = frozenset(",;: ")
+
+
+def _bracket_tidy_applies(text: str) -> bool:
+    """``_BRACKET_TIDY.search(text)`` for a text whose only whitespace is single spaces, by
+    looking at the characters beside each bracket (a paragraph holds few)."""
+    for bracket in "([":
+        i = text.find(bracket)
+        while i >= 0:
+            if text[i + 1 : i + 2] in _AFTER_OPEN and i + 1 < len(text):
+                return True
+            i = text.find(bracket, i + 1)
+    for bracket in ")]":
+        i = text.find(bracket)
+        while i >= 0:
+            if i > 0 and text[i - 1] in _BEFORE_CLOSE:
+                return True
+            i = text.find(bracket, i + 1)
+    return False
 
 
 def _is_dropped_line(line: str) -> bool:

@@ -9,8 +9,7 @@ from pipeline.clean_job import CleanJobConfig
 from pipeline.commands.common import (
     add_command,
     add_job_flags,
-    job_config_from_args,
-    progress_printer,
+    run_job_command,
 )
 
 HELP = "clean raw corpora into sentence-split documents (Parquet + BERT text export)"
@@ -66,13 +65,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace, beam_args: list[str]) -> int:
-    from pipeline.beam_options import make_pipeline_options
     from pipeline.clean_job import run_clean_job
 
-    progress = progress_printer("clean")
-
-    config = job_config_from_args(CleanJobConfig, args)
-    manifest = run_clean_job(config, make_pipeline_options(beam_args), progress)
+    manifest = run_job_command("clean", CleanJobConfig, run_clean_job, args, beam_args)
     for source, counts in sorted(manifest["counts"].items()):
         shown = ", ".join(f"{k} {v:,}" for k, v in sorted(counts.items()))
         print(f"  {source}: {shown}", file=sys.stderr)

@@ -142,3 +142,15 @@ def job_config_from_args(job: type, args: argparse.Namespace, **given):
         if f.name not in given and hasattr(args, f.name)
     }
     return job(**values, **given)
+
+
+def run_job_command(
+    command: str, job: type, run_job: Callable[..., dict], args: argparse.Namespace, beam_args
+) -> dict:
+    """Runs a Beam job from its command's flags: ``run_job(config, options, progress)`` with
+    ``job`` (its config dataclass) made from ``args``, Beam's options from ``beam_args`` and
+    progress lines on stderr; returns the job's manifest."""
+    from pipeline.beam_options import make_pipeline_options
+
+    config = job_config_from_args(job, args)
+    return run_job(config, make_pipeline_options(beam_args), progress_printer(command))

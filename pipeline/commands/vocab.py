@@ -9,8 +9,7 @@ import sys
 from pipeline.commands.common import (
     add_command,
     add_job_flags,
-    job_config_from_args,
-    progress_printer,
+    run_job_command,
 )
 from pipeline.job_config import flag_defaults
 from pipeline.vocab_job import VocabJobConfig
@@ -61,13 +60,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace, beam_args: list[str]) -> int:
-    from pipeline.beam_options import make_pipeline_options
     from pipeline.vocab_job import run_vocab_job
 
-    progress = progress_printer("vocab")
-
-    config = job_config_from_args(VocabJobConfig, args)
-    manifest = run_vocab_job(config, make_pipeline_options(beam_args), progress)
+    manifest = run_job_command("vocab", VocabJobConfig, run_vocab_job, args, beam_args)
     report = manifest["report"]
     summary = {"vocab": report["heldout"], "seconds": manifest["step_seconds"]}
     if "compare" in report:

@@ -65,6 +65,7 @@ from pipeline.instance_creation import (
     bucket_count,
 )
 from pipeline.instances_job import InstancesJobConfig, token_tables
+from pipeline.punkt_files import load_punkt_parameters_from
 from pipeline.shard_writer import WriteShardFn
 from pipeline.source_readers import SourceReader, WorkUnit
 from pipeline.split_job import SplitFileFn
@@ -76,7 +77,7 @@ from shards.files import ShardPathError
 from shards.resolve import expand_shard_paths
 from tokenizer.vocab import Vocab
 from transforms.duplicate_keys import chunk_of, row_of
-from transforms.sentences import PunktTables, load_punkt_parameters_from
+from transforms.punkt_tables import PunktTables
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "sample"

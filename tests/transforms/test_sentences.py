@@ -13,27 +13,22 @@ import re
 from collections import Counter
 from pathlib import Path
 
-import nltk.data
 import pytest
 from nltk.tokenize.punkt import (
     PunktLanguageVars,
     PunktParameters,
     PunktSentenceTokenizer,
-    PunktTokenizer,
 )
 
+from pipeline.punkt_files import load_punkt_parameters_from, load_splitter, save_punkt_parameters
 from tests.conftest import require_corpora
 from transforms.book_text import clean_book
+from transforms.punkt_tables import PUNKT_FILES, PunktTables
 from transforms.sentences import (
-    PUNKT_FILES,
     TITLES,
-    PunktTables,
     QuoteAwareLanguageVars,
     SentenceSplitter,
     _sample,
-    load_punkt_parameters,
-    load_punkt_parameters_from,
-    save_punkt_parameters,
     split_overlong,
     train_punkt_parameters,
 )
@@ -69,118 +64,6 @@ def test_tables_round_trip():
     assert dict(back.ortho_context) == dict(params.ortho_context)
     assert PunktTables.from_parameters(back) == tables
     assert back.ortho_context["unseen"] == 0  # still a defaultdict(int)
-
-
-def test_save_and_load_are_exact(tmp_path: Path):
-    params = hand_params()
-    save_punkt_parameters(params, tmp_path / "model")
-    assert sorted(p.name for p in (tmp_path / "model").iterdir()) == sorted(PUNKT_FILES)
-    back = load_punkt_parameters_from(tmp_path / "model")
-    assert PunktTables.from_parameters(back) == PunktTables.from_parameters(params)
-    assert back.ortho_context == params.ortho_context  # the zero entry too
-
-
-def test_saved_files_are_sorted_lf_terminated_and_stable(tmp_path: Path):
-    save_punkt_parameters(hand_params(), tmp_path / "a")
-    save_punkt_parameters(load_punkt_parameters_from(tmp_path / "a"), tmp_path / "b")
-    for name in PUNKT_FILES:
-        first = (tmp_path / "a" / name).read_bytes()
-        assert first == (tmp_path / "b" / name).read_bytes()
-        assert b"\r" not in first and first.endswith(b"\n")
-    assert (tmp_path / "a" / "abbrev_types.txt").read_text() == "dr\ne.g\netc\ni.e\nmr\nmrs\nst\n"
-    assert (tmp_path / "a" / "collocations.tab").read_text() == "##number##\tjanuary\ns\tbach\n"
-    assert (tmp_path / "a" / "ortho_context.tab").read_text(encoding="utf-8") == (
-        "darcy\t4\nthe\t42\nzero\t0\nélan\t3\n"
-    )
-
-
-def test_save_empty_parameters(tmp_path: Path):
-    save_punkt_parameters(PunktParameters(), tmp_path)
-    assert all((tmp_path / name).read_bytes() == b"" for name in PUNKT_FILES)
-    back = load_punkt_parameters_from(tmp_path)
-    assert PunktTables.from_parameters(back) == PunktTables((), (), (), ())
-
-
-def test_save_refuses_words_the_format_cannot_hold(tmp_path: Path):
-    params = PunktParameters()
-    params.abbrev_types = {"bad\tword"}
-    with pytest.raises(ValueError, match="cannot store"):
-        save_punkt_parameters(params, tmp_path)
-
-
-def test_load_from_missing_or_malformed_files(tmp_path: Path):
-    with pytest.raises(FileNotFoundError):
-        load_punkt_parameters_from(tmp_path)
-    write_tables(tmp_path, hand_params())
-    (tmp_path / "ortho_context.tab").write_text("word\tnot-a-number\n")
-    with pytest.raises(ValueError, match="not an integer"):
-        load_punkt_parameters_from(tmp_path)
-    (tmp_path / "ortho_context.tab").write_text("word\t1\textra\n")
-    with pytest.raises(ValueError, match="tab-separated"):
-        load_punkt_parameters_from(tmp_path)
-
-
-def test_load_reads_the_files_nltk_writes(tmp_path: Path):
-    # NLTK's own format: no trailing newline, unsorted.
-    (tmp_path / "abbrev_types.txt").write_text("mr\ndr")
-    (tmp_path / "collocations.tab").write_text("s\tbach")
-    (tmp_path / "sent_starters.txt").write_text("the")
-    (tmp_path / "ortho_context.tab").write_text("the\t42\ndarcy\t4")
-    back = load_punkt_parameters_from(tmp_path)
-    assert back.abbrev_types == {"mr", "dr"}
-    assert back.collocations == {("s", "bach")}
-    assert back.sent_starters == {"the"}
-    assert back.ortho_context == {"the": 42, "darcy": 4}
-
-
-@pytest.fixture
-def no_nltk_data(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("NLTK_DATA", raising=False)
-    monkeypatch.setattr(nltk.data, "path", [])
-
-
-def test_load_punkt_parameters_not_installed(tmp_path: Path, no_nltk_data: None):
-    assert load_punkt_parameters("english", paths=[tmp_path]) is None
-
-
-def test_load_punkt_parameters_honours_nltk_data_set_after_import(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_nltk_data: None
-):
-    write_tables(tmp_path / "tokenizers" / "punkt_tab" / "english", hand_params())
-    monkeypatch.setenv("NLTK_DATA", str(tmp_path))
-    params = load_punkt_parameters()
-    assert params is not None
-    assert PunktTables.from_parameters(params) == PunktTables.from_parameters(hand_params())
-    assert load_punkt_parameters("german") is None
-
-
-def test_load_punkt_parameters_from_paths(tmp_path: Path, no_nltk_data: None):
-    write_tables(tmp_path / "tokenizers" / "punkt_tab" / "english", hand_params())
-    params = load_punkt_parameters(paths=[tmp_path])
-    assert params is not None and params.abbrev_types == hand_params().abbrev_types
-
-
-def test_load_punkt_parameters_never_unpickles(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_nltk_data: None
-):
-    write_tables(tmp_path / "tokenizers" / "punkt_tab" / "english", hand_params())
-    (tmp_path / "tokenizers" / "punkt").mkdir()
-    (tmp_path / "tokenizers" / "punkt" / "english.pickle").write_bytes(b"not a pickle")
-
-    def refuse(*args, **kwargs):
-        raise AssertionError("a pickle was loaded")
-
-    monkeypatch.setattr(pickle, "load", refuse)
-    monkeypatch.setattr(pickle, "loads", refuse)
-    monkeypatch.setattr(nltk.data, "load", refuse)
-    params = load_punkt_parameters(paths=[tmp_path])
-    assert params is not None and params.abbrev_types == hand_params().abbrev_types
-
-
-@pytest.mark.parametrize("name", ["", "english/../german", "en glish", "../x"])
-def test_load_punkt_parameters_refuses_bad_language_names(name: str):
-    with pytest.raises(ValueError):
-        load_punkt_parameters(name)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -335,11 +218,6 @@ def test_splitter_accepts_tables():
     ]
 
 
-def test_for_language_missing(tmp_path: Path, no_nltk_data: None):
-    with pytest.raises(LookupError, match="NLTK_DATA"):
-        SentenceSplitter.for_language("english", paths=[tmp_path])
-
-
 # ---------------------------------------------------------------------------------------------
 # Training
 # ---------------------------------------------------------------------------------------------
@@ -430,7 +308,7 @@ def nltk_data_dir() -> Path:
 
 @functools.cache
 def english_splitter() -> SentenceSplitter:
-    return SentenceSplitter.for_language("english", paths=[nltk_data_dir()])
+    return load_splitter("english", paths=[nltk_data_dir()])
 
 
 @functools.cache
@@ -441,16 +319,6 @@ def _book(path: Path) -> tuple[str, ...]:
 
 def book(name: str) -> tuple[str, ...]:
     return _book(require_corpora("books", name))
-
-
-def test_shared_punkt_tab_matches_nltks_own_loader(monkeypatch: pytest.MonkeyPatch):
-    directory = nltk_data_dir()
-    params = load_punkt_parameters(paths=[directory])
-    assert params is not None
-    monkeypatch.setattr(nltk.data, "path", [str(directory)])
-    reference = PunktTokenizer("english")._params  # NLTK's tab loader, no pickle either
-    assert PunktTables.from_parameters(params) == PunktTables.from_parameters(reference)
-    assert {"mr", "mrs", "dr", "st", "jan", "a.m", "p.m"} <= params.abbrev_types
 
 
 def test_shared_punkt_tab_splits_sensibly():
@@ -602,6 +470,10 @@ _PIECES = [
     "”", "‘", "’", "«", "»", "(", ")", '"', "'", "a", "The", "the", "However", "Smith.", "J.",
     "St.", "no.", "x!", "y?", "\n", "\n\n", "Jan.", "5th.", "a.m.", ";", ":", "Darcy", "élan",
     "ÉLAN.", "3.14", "-", "—", "…", "[1]", "Guest",
+    # chunks the certain-break check decides alone, or must leave to Punkt
+    "word.", "Words.", "word).", 'word".', "Word?", "word)!", 'ab"?', "jan.", "Jan.", "b.", "i.",
+    "s.", "Mr.", "mrs.", "etc.", "ab.", "x.", "1990.", "élan.", "x²y.", "(word.", "word.)",
+    "\x1c", "\xa0", "Bach", "January",
 ]  # fmt: skip
 
 
@@ -618,6 +490,74 @@ def test_fast_splitter_equals_the_literal_one(titles: frozenset[str]):
         literal = _literal_splitter(splitter.tables.to_parameters(), titles)
         for text in texts:
             assert splitter.split(text) == literal(text), repr(text)
+
+
+def _wiki_paragraphs() -> list[str]:
+    """The normalized paragraphs of every article of every shared wiki dump."""
+    import bz2
+
+    from transforms.mediawiki_xml import WikiPage, iter_pages
+    from transforms.text_normalization import normalize_text
+    from transforms.wikitext import wikitext_to_paragraphs
+
+    paragraphs = []
+    for path in sorted(require_corpora("wiki").iterdir()):
+        with (bz2.open if path.suffix == ".bz2" else open)(path, "rb") as f:
+            for page in iter_pages(f, path.name, Counter()):
+                if isinstance(page, WikiPage):
+                    paragraphs += map(normalize_text, wikitext_to_paragraphs(page.text))
+    return paragraphs
+
+
+def test_fast_splitter_equals_the_literal_one_on_the_wiki_dumps():
+    splitter = english_splitter()
+    literal = _literal_splitter(splitter.tables.to_parameters(), TITLES)
+    paragraphs = _wiki_paragraphs()
+    assert len(paragraphs) > 5000
+    for paragraph in paragraphs:
+        assert splitter.split(paragraph) == literal(paragraph), repr(paragraph)
+
+
+def test_most_wiki_candidates_are_decided_without_punkts_annotation():
+    splitter = SentenceSplitter(english_splitter().tables)
+    tokenizer = splitter._get_tokenizer()
+    annotated = Counter()
+    breaks = tokenizer._breaks
+
+    def counted(match, context):
+        annotated["calls"] += 1
+        return breaks(match, context)
+
+    tokenizer._breaks = counted  # the instance's own method, counted
+    paragraphs = _wiki_paragraphs()[:3000]
+    candidates = sum(len(list(tokenizer._match_potential_end_contexts(p))) for p in paragraphs)
+    for paragraph in paragraphs:
+        splitter.split(paragraph)
+    assert candidates > 5000
+    assert annotated["calls"] < 0.3 * candidates  # ~0.17 on the shared dumps
+
+
+def test_certain_breaks_respect_abbreviations_collocations_and_titles():
+    params = hand_params()  # abbreviation "etc", collocation ("s", "bach"), title "mr"
+    splitter = SentenceSplitter(params)
+    assert splitter.split("They sold tea etc. for the rest. Stay. Mr. Smith came.") == [
+        "They sold tea etc. for the rest.",
+        "Stay.",
+        "Mr. Smith came.",
+    ]
+    params.abbrev_types.discard("mr")
+    assert SentenceSplitter(params).split("I saw Mr. Smith.") == ["I saw Mr. Smith."]
+    assert SentenceSplitter(params, titles=()).split("I saw Mr. Smith.") == ["I saw Mr.", "Smith."]
+    params.collocations.add(("sorry", "bach"))
+    assert SentenceSplitter(params).split("We are sorry. Bach played.") == [
+        "We are sorry. Bach played."
+    ]
+    assert splitter.split("We are sorry. Bach played. Was it (loud)? Yes!") == [
+        "We are sorry.",
+        "Bach played.",
+        "Was it (loud)?",
+        "Yes!",
+    ]
 
 
 def test_fast_splitter_equals_the_literal_one_on_a_book():

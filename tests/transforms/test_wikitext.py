@@ -11,8 +11,8 @@ import pytest
 from benchmarks.markup_debris import DEBRIS_MARKERS, markup_debris
 from tests.conftest import require_corpora
 from transforms.mediawiki_xml import WikiPage, iter_pages
+from transforms.wiki_templates import format_date
 from transforms.wikitext import (
-    format_date,
     strip_non_prose,
     wikitext_to_paragraphs,
 )
@@ -513,3 +513,57 @@ def test_fast_path_equals_parser_path_on_real_dumps():
                 if fast != parsed:
                     differing.append((name, page.title, drop_unparsed))
     assert differing == []
+
+
+def _plain_clean(paragraph: str) -> str:
+    """``_clean`` with every step run unconditionally (the rule the guarded one must match);
+    as in ``_clean``, link marks go only where a link was (a ``\x01``), and brackets are tidied
+    only where an opening one is."""
+    import html
+
+    from transforms import wikitext as w
+
+    text = w._NS_LINK_MARKS.sub("", paragraph) if "\x01" in paragraph else paragraph
+    text = w._HTML_TAG.sub("", w._COMMENT.sub("", w._REF.sub("", text)))
+    text = w._MAGIC_WORD.sub("", w._QUOTES.sub("", html.unescape(text)))
+    text = w._WHITESPACE.sub(" ", text).strip()
+    if "(" in text or "[" in text:
+        previous = None
+        while previous != text:
+            previous = text
+            text = w._EMPTY_BRACKETS.sub("", text)
+            text = w._PUNCT_AFTER_OPEN.sub(r"\1", text)
+            text = w._PUNCT_BEFORE_CLOSE.sub(r"\1", text)
+        text = w._SPACE_AFTER_OPEN.sub(r"\1", text)
+    text = w._SPACE_BEFORE_PUNCT.sub(r"\1", text)
+    text = w._REPEATED_COMMA.sub(r"\1", text)
+    text = w._COMMA_BEFORE_STOP.sub("", text)
+    return w._WHITESPACE.sub(" ", text).strip()
+
+
+_CLEAN_PIECES = list("()[],;:.!? -–—'\x01\x02\nab") + ["''", "&amp;", "<b>", "__TOC__", "\t", "  "]
+
+
+def test_guarded_paragraph_cleanup_equals_the_plain_rule():
+    import random
+
+    from transforms.wikitext import _BRACKET_TIDY, _bracket_tidy_applies, _clean
+
+    rng = random.Random(20261201)
+    texts = ["".join(rng.choices(_CLEAN_PIECES, k=rng.randint(0, 25))) for _ in range(20000)]
+    for text in texts:
+        assert _clean(text) == _plain_clean(text), repr(text)
+        joined = " ".join(text.split())
+        assert _bracket_tidy_applies(joined) == bool(_BRACKET_TIDY.search(joined)), repr(joined)
+
+
+def test_needs_parser_check_equals_its_pattern():
+    import random
+
+    from transforms.wikitext import _NEEDS_PARSER, _needs_parser
+
+    pieces = list("{}<[]/:-\nahtpfHTPF ") + ["http:", "HTTPS:", "ftp:", "[//", "----", "://"]
+    rng = random.Random(7)
+    for _ in range(20000):
+        text = "".join(rng.choices(pieces, k=rng.randint(0, 12)))
+        assert _needs_parser(text) == bool(_NEEDS_PARSER.search(text)), repr(text)
