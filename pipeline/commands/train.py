@@ -32,6 +32,11 @@ def _positive(text: str) -> int:
     return value
 
 
+def _switch(group, flag: str, default: bool | None, help_text: str) -> None:
+    """A ``--flag/--no-flag`` pair (``default`` None: decided at run time)."""
+    group.add_argument(flag, action=argparse.BooleanOptionalAction, default=default, help=help_text)
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     from trainer.model_presets import preset_names
 
@@ -116,12 +121,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default="auto",
         help="auto: bf16 on TPU and Ampere+ GPUs, fp16 with loss scaling on older GPUs, none on CPU",
     )
-    dev.add_argument(
-        "--jit-compile",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="XLA-compile the model step; none: on for a single GPU",
-    )
+    _switch(dev, "--jit-compile", None, "XLA-compile the model step; none: on for a single GPU")
     dev.add_argument(
         "--steps-per-loop",
         type=_positive,
@@ -141,12 +141,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ck.add_argument(
         "--log-every", type=_positive, default=100, help="TensorBoard/progress interval"
     )
-    ck.add_argument(
-        "--progress",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="progress line on stderr",
-    )
+    _switch(ck, "--progress", True, "progress line on stderr")
     ck.add_argument(
         "--synthetic",
         action="store_true",

@@ -34,6 +34,7 @@ from apache_beam.internal import pickler
 from apache_beam.pvalue import TaggedOutput
 from apache_beam.utils.windowed_value import WindowedValue
 
+from pipeline import clean_stages
 from pipeline.artifacts import (
     RejectsPart,
     matching_paths,
@@ -46,17 +47,6 @@ from pipeline.artifacts import (
 )
 from pipeline.bert_text_source import ReadBertTextFn
 from pipeline.clean_job import SOURCES, CleanJobConfig, work_units
-from pipeline.clean_stages import (
-    BANDS_TAG,
-    EXACT_TAG,
-    BandCandidatesFn,
-    ExactDuplicatesFn,
-    FinishChunkFn,
-    StageDocumentsFn,
-    VerifyNearDuplicatesFn,
-    punkt_sample_candidates,
-    train_punkt,
-)
 from pipeline.input_files import expand_inputs
 from pipeline.instance_creation import (
     BucketSlicesFn,
@@ -229,9 +219,9 @@ def write_duplicates(path: Path) -> Path:
     return path
 
 
-def stage_documents_fn(staging: Path) -> StageDocumentsFn:
+def stage_documents_fn(staging: Path) -> clean_stages.StageDocumentsFn:
     reader = SourceReader("text", "title", False)
-    return StageDocumentsFn(reader, str(staging), 20, "near", SEED, 24, 16 << 20)
+    return clean_stages.StageDocumentsFn(reader, str(staging), 20, "near", SEED, 24, 16 << 20)
 
 
 @pytest.fixture(scope="module")
@@ -255,29 +245,33 @@ def up(tmp_path_factory) -> Upstream:
     for element in elements:
         staged = run(stage_fn, [element])
         chunks += staged.main
-        for partition, table in staged.tagged.get(EXACT_TAG, []):
+        for partition, table in staged.tagged.get(clean_stages.EXACT_TAG, []):
             exact_groups.setdefault(partition, []).append(table)
-        for band, chunk in staged.tagged.get(BANDS_TAG, []):
+        for band, chunk in staged.tagged.get(clean_stages.BANDS_TAG, []):
             bands.setdefault(band, []).append(chunk)
     exact_drops = []
     for partition in sorted(exact_groups):
         exact_drops += run(
-            ExactDuplicatesFn(str(staging)), [(partition, exact_groups[partition])]
+            clean_stages.ExactDuplicatesFn(str(staging)), [(partition, exact_groups[partition])]
         ).main
     band_pairs = [
         b
         for band in sorted(bands)
-        for b in run(BandCandidatesFn(str(staging)), [(band, bands[band])]).main
+        for b in run(clean_stages.BandCandidatesFn(str(staging)), [(band, bands[band])]).main
     ]
-    near_drops = run(VerifyNearDuplicatesFn(str(staging), 0.8), [band_pairs], (exact_drops,)).main
+    near_drops = run(
+        clean_stages.VerifyNearDuplicatesFn(str(staging), 0.8), [band_pairs], (exact_drops,)
+    ).main
     joined = {c.key: {"chunk": [c], "drops": []} for c in chunks}
     for loc, _, _ in exact_drops + near_drops:
         joined[chunk_of(loc)]["drops"].append(row_of(loc))
-    candidates = [c for item in joined.items() for c in punkt_sample_candidates(item, 2000)]
+    candidates = [
+        c for item in joined.items() for c in clean_stages.punkt_sample_candidates(item, 2000)
+    ]
     samples = heapq.nsmallest(2000, candidates, key=lambda kv: kv[0])
-    tables = train_punkt(samples, str(staging), str(clean))
+    tables = clean_stages.train_punkt(samples, str(staging), str(clean))
     for item in sorted(joined.items()):
-        run(FinishChunkFn(str(staging), str(clean), 2000, True), [item], (tables,))
+        run(clean_stages.FinishChunkFn(str(staging), str(clean), 2000, True), [item], (tables,))
     for path in matching_paths(str(clean / "documents-*.parquet")):
         run(SplitFileFn(str(root / "split"), SEED, 0.1), [path])
     vocab = Vocab.from_file(SAMPLE / "vocab.txt")
@@ -383,28 +377,28 @@ def biggest_exact_partition(up: Upstream) -> list:
 
 CASES = [
     Case(
-        "StageDocumentsFn",
+        "clean_stages.StageDocumentsFn",
         lambda up, work: stage_documents_fn(work),
         lambda up: [max(up.units, key=lambda e: Path(e[2].path).stat().st_size), up.units[-1]],
         matcher("chunk-*.parquet", "bands-*.u64", "rejects-*.jsonl"),
     ),
     Case(
-        "ExactDuplicatesFn",
-        lambda up, work: ExactDuplicatesFn(str(work)),
+        "clean_stages.ExactDuplicatesFn",
+        lambda up, work: clean_stages.ExactDuplicatesFn(str(work)),
         biggest_exact_partition,
         matcher("rejects-*.jsonl"),
     ),
     Case(
-        "VerifyNearDuplicatesFn",
-        lambda up, work: VerifyNearDuplicatesFn(str(work), 0.8),
+        "clean_stages.VerifyNearDuplicatesFn",
+        lambda up, work: clean_stages.VerifyNearDuplicatesFn(str(work), 0.8),
         lambda up: [up.band_pairs],
         matcher("rejects-*.jsonl"),
         side=lambda up: (up.exact_drops,),
         prepare=copy_staged_chunks,
     ),
     Case(
-        "FinishChunkFn",
-        lambda up, work: FinishChunkFn(str(up.staging), str(work), 2000, True),
+        "clean_stages.FinishChunkFn",
+        lambda up, work: clean_stages.FinishChunkFn(str(up.staging), str(work), 2000, True),
         lambda up: sorted(up.joined.items())[-2:],
         matcher("documents-*.parquet", "text/part-*.txt"),
         side=lambda up: (up.tables,),
@@ -603,16 +597,16 @@ def test_a_late_attempt_dying_mid_write_leaves_the_finished_files(case, up, sing
 
 
 def test_the_punkt_writer_retried_then_a_late_attempt_killed(up, tmp_path):
-    """``train_punkt`` (the clean job's TrainPunkt step) on the real sample: a retry rewrites
+    """``clean_stages.train_punkt`` (the clean job's TrainPunkt step) on the real sample: a retry rewrites
     the same four files; a late attempt dying mid-write leaves them whole."""
     output = tmp_path / "clean"
-    tables = train_punkt(up.punkt_samples, str(up.staging), str(output))
+    tables = clean_stages.train_punkt(up.punkt_samples, str(up.staging), str(output))
     files = committed(output)
     assert sorted(files) == sorted(f"punkt/{p.name}" for p in (up.clean / "punkt").iterdir())
-    train_punkt(up.punkt_samples, str(up.staging), str(output))
+    clean_stages.train_punkt(up.punkt_samples, str(up.staging), str(output))
     assert committed(output) == files and not partials(output)
     with file_size_limit(kill_limit(files)), pytest.raises(OSError):
-        train_punkt(up.punkt_samples, str(up.staging), str(output))
+        clean_stages.train_punkt(up.punkt_samples, str(up.staging), str(output))
     assert committed(output) == files
     assert PunktTables.from_parameters(load_punkt_parameters_from(output / "punkt")) == tables
 
@@ -716,7 +710,7 @@ def test_parallel_commits_of_one_file_never_fail_nor_hide_it(tmp_path):
 
 def test_damage_in_an_input_is_still_a_reject_and_its_retry_identical(tmp_path):
     """A cut-short input keeps the documents before the damage and counts ``truncated_file`` (the
-    reader's reject; other read errors end the unit as ``unreadable_file`` in StageDocumentsFn,
+    reader's reject; other read errors end the unit as ``unreadable_file`` in clean_stages.StageDocumentsFn,
     and a failing write fails the attempt, see above); a retry rewrites the same files."""
     text = " ".join(f"Entry {i} of the harbour log tells of fog and ships." for i in range(30))
     lines = "".join(json.dumps({"title": f"t{i}", "text": f"{text} {i}"}) + "\n" for i in range(99))
