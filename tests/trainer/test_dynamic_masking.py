@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from tokenizer.vocab import Vocab
 from trainer.dynamic_masking import DynamicMasking, mask_batch
-from transforms.masking import word_starts
+from transforms.masking import prediction_budget, word_starts
 
 ROWS, SEQ = 6000, 128
 
@@ -91,7 +91,7 @@ def token_level(vocab):
 
 def test_rate_and_budget_per_row(token_level):
     spec, _, o = token_level
-    budget = np.minimum(20, np.maximum(1, np.round(o["lengths"] * 0.15))).astype(int)
+    budget = prediction_budget(o["lengths"], 0.15, 20)
     assert (o["counts"] == budget).all()  # the cap (20) never binds below 134 tokens
     rate = o["counts"].sum() / o["lengths"].sum()
     assert abs(rate - 0.15) < 0.01, rate
@@ -167,7 +167,7 @@ def test_prediction_cap(vocab):
     batch = synthetic_batch(vocab, rows=2000)
     spec = make_spec(vocab, max_predictions_per_seq=5)
     o = outcome(batch, mask_batch(batch, tf.constant(0, tf.int64), spec))
-    budget = np.minimum(5, np.maximum(1, np.round(o["lengths"] * 0.15)))
+    budget = prediction_budget(o["lengths"], 0.15, 5)
     assert (o["counts"] == budget).all() and o["counts"].max() == 5
     assert o["pos"].shape[1] == 5
 
