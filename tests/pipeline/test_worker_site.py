@@ -41,6 +41,8 @@ PIPELINE = textwrap.dedent(
 
             self.log.flush()
             open(f"{out}/teardown-{os.getpid()}", "w").write(sdk_worker.SdkHarness.run.__name__)
+            dataflow = "google.cloud.dataflow" in sys.modules
+            open(f"{out}/dataflow-{os.getpid()}", "w").write(str(dataflow))
 
     opts = PipelineOptions(direct_running_mode="multi_processing", direct_num_workers=2)
     with beam.Pipeline(options=opts) as p:
@@ -82,6 +84,8 @@ def test_a_finished_worker_runs_teardown_and_atexit_handlers_before_its_fast_exi
         int(line) for p in out.glob("buffered-*") for line in p.read_text().splitlines()
     )
     assert written == list(range(40))  # nothing lost by skipping the teardown
+    # the Dataflow API client is not loaded in the workers (the launcher is not affected)
+    assert {p.read_text() for p in out.glob("dataflow-*")} == {"False"}
 
 
 def test_a_failing_worker_still_fails_the_pipeline(tmp_path):
@@ -94,3 +98,14 @@ def test_the_fast_exit_can_be_turned_off(tmp_path):
     result = run(tmp_path, "ok", BERTPREP_FULL_EXIT="1")
     assert result.returncode == 0, result.stderr[-3000:]
     assert {p.read_text() for p in (tmp_path / "ok").glob("teardown-*")} == {"run"}
+
+
+def test_the_dataflow_client_can_be_kept_in_workers(tmp_path):
+    """With BERTPREP_WORKER_DATAFLOW_CLIENT=1 a worker imports Beam as Beam does (which loads
+    the Dataflow client when it is installed)."""
+    import importlib.util
+
+    result = run(tmp_path, "ok", BERTPREP_WORKER_DATAFLOW_CLIENT="1")
+    assert result.returncode == 0, result.stderr[-3000:]
+    installed = importlib.util.find_spec("google.cloud.dataflow") is not None
+    assert {p.read_text() for p in (tmp_path / "ok").glob("dataflow-*")} == {str(installed)}
