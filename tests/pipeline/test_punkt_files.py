@@ -22,23 +22,10 @@ from pipeline.punkt_files import (
     save_punkt_parameters,
 )
 from tests.conftest import require_corpora
+from tests.punkt_fixtures import hand_params, write_tables
 from transforms.punkt_tables import PUNKT_FILES, PunktTables
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def hand_params() -> PunktParameters:
-    params = PunktParameters()
-    params.abbrev_types = {"mr", "mrs", "dr", "st", "e.g", "i.e", "etc"}
-    params.collocations = {("##number##", "january"), ("s", "bach")}
-    params.sent_starters = {"however", "the"}
-    params.ortho_context.update({"darcy": 4, "the": 42, "élan": 3, "zero": 0})
-    return params
-
-
-def write_tables(directory: Path, params: PunktParameters) -> Path:
-    save_punkt_parameters(params, directory)
-    return directory
 
 
 def nltk_data_dir() -> Path:

@@ -22,6 +22,7 @@ from nltk.tokenize.punkt import (
 
 from pipeline.punkt_files import load_punkt_parameters_from, load_splitter, save_punkt_parameters
 from tests.conftest import require_corpora
+from tests.punkt_fixtures import hand_params
 from transforms.book_text import clean_book
 from transforms.punkt_tables import PUNKT_FILES, PunktTables
 from transforms.sentences import (
@@ -32,21 +33,6 @@ from transforms.sentences import (
     split_overlong,
     train_punkt_parameters,
 )
-
-
-def hand_params() -> PunktParameters:
-    params = PunktParameters()
-    params.abbrev_types = {"mr", "mrs", "dr", "st", "e.g", "i.e", "etc"}
-    params.collocations = {("##number##", "january"), ("s", "bach")}
-    params.sent_starters = {"however", "the"}
-    params.ortho_context.update({"darcy": 4, "the": 42, "élan": 3, "zero": 0})
-    return params
-
-
-def write_tables(directory: Path, params: PunktParameters) -> Path:
-    save_punkt_parameters(params, directory)
-    return directory
-
 
 # ---------------------------------------------------------------------------------------------
 # Tables, saving and loading
