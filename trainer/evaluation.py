@@ -14,7 +14,6 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from trainer import pretraining_model
 from trainer.checkpointing import find_checkpoint, restore_model
 from trainer.distribution import Placement, placement
 from trainer.input_pipeline import (
@@ -26,6 +25,13 @@ from trainer.input_pipeline import (
     resolve_shards,
 )
 from trainer.model_presets import ModelConfig
+from trainer.pretraining_model import (
+    SUM_KEYS,
+    build_pretraining_model,
+    loss_sums,
+    model_inputs,
+    summarize,
+)
 from trainer.recipes import get_recipe
 from trainer.run_config import TrainConfig, read_record, recorded_recipe, resolve_model
 from trainer.summaries import ScalarWriter
@@ -36,18 +42,18 @@ RESULTS = "eval_results.json"
 def make_eval_function(
     model: keras.Model, strategy: tf.distribute.Strategy
 ) -> Callable[[object], dict[str, tf.Tensor]]:
-    """A compiled function: one distributed batch → summed statistics (see ``pretraining_model.SUM_KEYS``)."""
+    """A compiled function: one distributed batch → summed statistics (see ``SUM_KEYS``)."""
 
     def replica_fn(batch: dict) -> dict:
-        outputs = model(pretraining_model.model_inputs(batch), training=False)
-        return pretraining_model.loss_sums(outputs, batch)
+        outputs = model(model_inputs(batch), training=False)
+        return loss_sums(outputs, batch)
 
     @tf.function(reduce_retracing=True)
     def eval_step(batch) -> dict:
         per_replica = strategy.run(replica_fn, args=(batch,))
         return {
             k: strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica[k], axis=None)
-            for k in pretraining_model.SUM_KEYS
+            for k in SUM_KEYS
         }
 
     return eval_step
@@ -66,16 +72,16 @@ def evaluate(
     """
     dataset = strategy.distribute_datasets_from_function(dataset_fn)
     eval_step = make_eval_function(model, strategy)
-    totals = dict.fromkeys(pretraining_model.SUM_KEYS, 0.0)
+    totals = dict.fromkeys(SUM_KEYS, 0.0)
     for i, batch in enumerate(dataset):
         if max_batches is not None and i >= max_batches:
             break
         sums = eval_step(batch)
-        for k in pretraining_model.SUM_KEYS:
+        for k in SUM_KEYS:
             totals[k] += float(np.asarray(sums[k]))
     if totals["examples"] == 0:
         raise ValueError("the evaluation data yielded no complete batch")
-    result = pretraining_model.summarize(totals)
+    result = summarize(totals)
     result["examples"] = int(totals["examples"])
     result["masked_tokens"] = int(round(totals["mlm_weight"]))
     return result
@@ -141,7 +147,7 @@ def evaluate_run(
         recipe = get_recipe(recorded_recipe(record) if record else config.recipe)
         # NSP is evaluated when both the checkpoint's model and the shards have it.
         nsp = info.nsp and (record.get("next_sentence_prediction", True) if record else True)
-        model = pretraining_model.build_pretraining_model(
+        model = build_pretraining_model(
             model_config, place.dtype_policy, recipe.head_activation, nsp=nsp
         ).model
     restore_model(model, prefix)
