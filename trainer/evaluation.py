@@ -14,16 +14,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from trainer import input_pipeline
 from trainer.checkpointing import find_checkpoint, restore_model
 from trainer.distribution import Placement, placement
-from trainer.input_pipeline import (
-    ConfigMismatchError,
-    DataSpec,
-    ShardInfo,
-    check_fits,
-    make_dataset,
-    resolve_shards,
-)
 from trainer.model_presets import ModelConfig
 from trainer.pretraining_model import (
     SUM_KEYS,
@@ -90,14 +83,14 @@ def evaluate(
 def evaluate_shards(
     model: keras.Model,
     place: Placement,
-    info: ShardInfo,
+    info: input_pipeline.ShardInfo,
     batch_size: int,
     max_batches: int | None = None,
 ) -> dict[str, float]:
     """``evaluate`` over shards, one ordered pass (partial last batch dropped only on TPU)."""
 
     def dataset_fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
-        return make_dataset(
+        return input_pipeline.make_dataset(
             info,
             ctx.get_per_replica_batch_size(batch_size),
             training=False,
@@ -131,18 +124,18 @@ def evaluate_run(
     source = config.init_checkpoint or config.out
     prefix = find_checkpoint(source)
     record = read_record(source) or read_record(prefix.rsplit("/", 2)[0])
-    info = resolve_shards(config.eval_data or config.data)
+    info = input_pipeline.resolve_shards(config.eval_data or config.data)
     for note in info.notes:
         log(f"note: {note}")
     if record and "model" in record:
         model_config = ModelConfig.from_dict(record["model"])
     else:
         model_config = resolve_model(config.model, config.model_overrides, info, config.spec)
-    check_fits(info, DataSpec(), model_config)
+    input_pipeline.check_fits(info, input_pipeline.DataSpec(), model_config)
     try:
         place = where or placement(config.tpu, config.gpus, config.precision)
     except ValueError as e:
-        raise ConfigMismatchError(str(e)) from e
+        raise input_pipeline.ConfigMismatchError(str(e)) from e
     with place.strategy.scope():
         recipe = get_recipe(recorded_recipe(record) if record else config.recipe)
         # NSP is evaluated when both the checkpoint's model and the shards have it.
