@@ -20,6 +20,7 @@ from apache_beam.io.filesystem import CompressedFile, CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from transforms.rejects import Reject
+from transforms.text_normalization import without_lone_surrogates
 
 RawDocument = tuple[str, str, str, list[str]]
 """(doc_id, source, title, paragraphs) as read, before normalization."""
@@ -191,7 +192,7 @@ class SourceReader:
                         local["missing_text_field"] += 1
                         yield Reject.of("missing_text_field", f"{f.name}:line {number}", raw)
                         continue
-                    title = str(obj.get(title_field, "")) if isinstance(obj, dict) else ""
+                    title = without_lone_surrogates(str(obj.get(title_field, "")))
                     yield (
                         f"jsonl/{f.name}/{number}",
                         "jsonl",

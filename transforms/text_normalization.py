@@ -7,16 +7,17 @@ applies, in order:
    U+0085, LINE/PARAGRAPH SEPARATOR U+2028/U+2029) become ``\\n``;
 2. a tab becomes a space; every other control character (category Cc: U+0000-U+001F and
    U+007F-U+009F, e.g. NUL, ESC, the C1 range) and the invisible format characters BOM U+FEFF,
-   soft hyphen U+00AD, zero-width space U+200B and word joiner U+2060 are removed — zero-width
-   (non-)joiners are kept, some scripts need them;
+   soft hyphen U+00AD, zero-width space U+200B and word joiner U+2060 are removed, as are lone
+   surrogates (U+D800-U+DFFF, category Cs: what a JSON ``\\ud800`` escape decodes to; no UTF-8
+   can hold one) — zero-width (non-)joiners are kept, some scripts need them;
 3. Unicode NFC (composed form: ``e`` + combining acute becomes ``é``);
 4. within a line, every whitespace run (including no-break and other Unicode spaces) becomes one
    space, and each line is stripped at both ends;
 5. runs of blank lines become a single blank line (a paragraph break), and blank lines at the
    start and end are removed.
 
-The result never contains ``\\r``, ``\\t``, control characters other than ``\\n``, two
-consecutive spaces, or three consecutive newlines.
+The result never contains ``\\r``, ``\\t``, control characters other than ``\\n``, lone
+surrogates, two consecutive spaces, or three consecutive newlines: it always encodes to UTF-8.
 """
 
 from __future__ import annotations
@@ -27,8 +28,15 @@ import unicodedata
 
 _LINE_BREAKS = re.compile(r"\r\n|[\r\v\f\x85\u2028\u2029]")
 _LINE_BREAK_CHARS = ("\r", "\v", "\f", "\x85", "\u2028", "\u2029")
-_REMOVED = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\ufeff\u00ad\u200b\u2060]")
+_REMOVED = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\ufeff\u00ad\u200b\u2060\ud800-\udfff]")
 _BLANK_LINE_RUNS = re.compile(r"\n{3,}")
+_LONE_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+def without_lone_surrogates(text: str) -> str:
+    """``text`` without lone surrogates (U+D800-U+DFFF, what a JSON ``\\ud800`` escape gives):
+    a string that encodes to UTF-8. For short fields (titles) that ``normalize_text`` skips."""
+    return text if text.isprintable() else _LONE_SURROGATES.sub("", text)
 
 
 def _clean_characters(text: str) -> str:
@@ -36,7 +44,7 @@ def _clean_characters(text: str) -> str:
 
     Each step is skipped when it has nothing to do, found by C-speed string tests: the line
     break characters by ``in``; removed characters cannot occur in a printable string (every
-    one of them is category Cc or Cf, which ``str.isprintable`` rejects); ASCII is NFC.
+    one of them is category Cc, Cf or Cs, which ``str.isprintable`` rejects); ASCII is NFC.
     """
     for char in _LINE_BREAK_CHARS:
         if char in text:

@@ -25,6 +25,7 @@ from transforms.text_normalization import content_hash, normalize_text
             "\ufeffbom, soft\u00adhyphen, zero\u200bwidth, word\u2060joiner",
             "bom, softhyphen, zerowidth, wordjoiner",
         ),
+        ("lone\ud800 sur\udfffrogates \udc80", "lone surrogates"),
         ("para one\n\n\n\n\npara two", "para one\n\npara two"),
         ("\n\n\n  \nbody\n \n\n", "body"),
         ("", ""),
@@ -98,7 +99,7 @@ def test_content_hash_differs_on_content():
 # The fast paths (skipped steps, str.split for whitespace) against the rules applied literally.
 
 _LITERAL_LINE_BREAKS = re.compile(r"\r\n|[\r\v\f\x85\u2028\u2029]")
-_LITERAL_REMOVED = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\ufeff\u00ad\u200b\u2060]")
+_LITERAL_REMOVED = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\ufeff\u00ad\u200b\u2060\ud800-\udfff]")
 
 
 def _literal_normalize(text: str) -> str:
@@ -116,7 +117,7 @@ def _literal_content_hash(text: str) -> str:
 
 _POOL = (
     "ab Z.\t\n\r\v\f\x85\u2028\u2029\x00\x07\x1c\x1f\x7f\x9b\ufeff\u00ad\u200b\u2060\u200c\u200d"
-    "\u00a0\u2003\u3000\u1680e\u0301\u0327\u0308AÅΣσßẞ\ufb01İ中\u212b\u2126"
+    "\u00a0\u2003\u3000\u1680e\u0301\u0327\u0308AÅΣσßẞ\ufb01İ中\u212b\u2126\ud800\udfff"
 )
 
 
