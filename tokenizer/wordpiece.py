@@ -35,6 +35,9 @@ Batches go further: a Python regex equal to that pre-tokenizer splits the texts 
 each word's ids come from a cache that Rust fills once per distinct word (a word's ids depend on
 the word alone), another ~2.5x. Other text takes the full pipeline.
 
+Lone surrogates (U+D800-U+DFFF, category Cs, which step 1 drops) cannot be passed to Rust: a
+text holding one is encoded with them removed first, as the reference does.
+
 Known residual differences (none occurs in the shared corpora; see the slow tests):
 
 - cased only: Rust's NFC does not know the combining class of 51 marks added in Unicode 11-14
@@ -375,8 +378,24 @@ def _ids(tokenizer: Tokenizer, texts: list[str]) -> list[list[int]]:
     return out
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _full_ids(tokenizer: Tokenizer, texts: list[str]) -> list[list[int]]:
+    """``_ids`` of the full tokenizer; texts with lone surrogates (which Rust refuses as a
+    TypeError) are encoded without them, as step 1 of the definition drops them."""
+    try:
+        return _ids(tokenizer, texts)
+    except TypeError:
+        if not any(_LONE_SURROGATE.search(t) for t in texts):
+            raise
+    return _ids(tokenizer, [_LONE_SURROGATE.sub("", t) for t in texts])
+
+
 MAX_CACHED_WORDS = 1 << 18
-"""Words whose ids the fast path keeps (then it starts again): ~50 MB per process at most."""
+"""Words whose ids the fast path keeps (then it starts again with a new cache): ~50 MB per
+process, plus one batch's distinct words. Words longer than ``MAX_INPUT_CHARS_PER_WORD`` (all
+``[UNK]``) are never kept, so a key is at most that long."""
 
 
 class _PrenormalizedPath:
@@ -445,17 +464,30 @@ class _PrenormalizedPath:
         return self._words.findall(prepared) == [w for w, _ in words]
 
     def ids(self, prepared: list[str]) -> list[list[int]]:
-        """Token ids of each text ``prepare`` returned: those of ``tokenizer``."""
+        """Token ids of each text ``prepare`` returned: those of ``tokenizer``.
+
+        A full cache is replaced by a new one, never cleared in place, so a call running in
+        another thread keeps the words it looks up."""
         cache = self._word_ids
         words = [self._words.findall(text) for text in prepared]
         new = list(dict.fromkeys(w for one in words for w in one if w not in cache))
         if len(cache) + len(new) > MAX_CACHED_WORDS:
-            cache.clear()
+            cache = self._word_ids = {}
             new = list(dict.fromkeys(w for one in words for w in one))
+        uncached: dict[str, list[int]] = {}
         for word, ids in zip(new, _ids(self.tokenizer, new), strict=True):
-            cache[word] = ids
-        chain, lookup = itertools.chain.from_iterable, cache.__getitem__
+            (uncached if len(word) > MAX_INPUT_CHARS_PER_WORD else cache)[word] = ids
+        lookup = cache.__getitem__
+        if uncached:
+            lookup = functools.partial(_either, uncached, cache)
+        chain = itertools.chain.from_iterable
         return [list(chain(map(lookup, one))) for one in words]
+
+
+def _either(first: dict[str, list[int]], second: dict[str, list[int]], word: str) -> list[int]:
+    """``first[word]`` when present, else ``second[word]``."""
+    found = first.get(word)
+    return second[word] if found is None else found
 
 
 class BertWordPieceTokenizer:
@@ -511,7 +543,7 @@ class BertWordPieceTokenizer:
             ids = fast.ids([prepared[i] for i in indexes])  # type: ignore[misc]
             for i, one in zip(indexes, ids, strict=True):
                 out[i] = one
-        for i, one in zip(slow, _ids(self.tokenizer, [texts[i] for i in slow]), strict=True):
+        for i, one in zip(slow, _full_ids(self.tokenizer, [texts[i] for i in slow]), strict=True):
             out[i] = one
         return out  # type: ignore[return-value]
 
@@ -528,7 +560,7 @@ class BertWordPieceTokenizer:
         """Token ids of one text (no [CLS]/[SEP])."""
         prepared = self._fast_path().prepare(text)
         if prepared is None:
-            return self.tokenizer.encode(text, add_special_tokens=False).ids
+            return _full_ids(self.tokenizer, [text])[0]
         return self._fast_path().tokenizer.encode(prepared, add_special_tokens=False).ids
 
     def tokenize(self, text: str) -> list[str]:

@@ -256,6 +256,82 @@ def test_word_cache_is_bounded_and_changes_no_ids(
     assert 0 < len(tok._fast_path()._word_ids) <= 50
 
 
+# Bad and unusual input, ASCII (fast path) and not (full pipeline), often in one batch.
+_BAD_INPUTS = [
+    "",
+    " \t\n\r ",
+    "a" * 1_000_000,
+    "word " + "b" * 1_000_000 + ". after",
+    "x" * MAX_INPUT_CHARS_PER_WORD,
+    "y" * (MAX_INPUT_CHARS_PER_WORD + 1),
+    "z" * MAX_INPUT_CHARS_PER_WORD + "." + "q" * (MAX_INPUT_CHARS_PER_WORD + 1),
+    "the " * 100_000,
+    "nul\x00inside \x00\x00 and \x01\x1b\x7f controls\x0b\x0c\x1c\x1f",
+    "replacement \ufffd char\ufffd",
+    "combining e\u0301 and a\u0308\u0301 marks \u0301 alone",
+    "中文字 mixed with 日本語 and 한국어",
+    "zero\u200bwidth no\u00a0break \u2028line sep",
+    "“curly”—dashes… and ‘quotes’",
+    "[MASK] [CLS] ##a",
+    "İstanbul ſ K ß ﬁ ΣΑΣ",
+]
+
+
+@pytest.mark.parametrize("do_lower_case", [True, False])
+def test_bad_input_fast_and_full_paths_match_the_rust_pipeline(do_lower_case: bool) -> None:
+    """The real vocabulary, one batch of bad and unusual texts: the fast path's cached word ids,
+    ``encode`` and the plain full Rust tokenizer agree (and, but for the 1 MB texts, the
+    reference); words over ``MAX_INPUT_CHARS_PER_WORD`` are [UNK] and never cached."""
+    vocab_path = _corpora() / "vocab" / "bert-base-uncased-vocab.txt"
+    vocab = Vocab.from_file(str(vocab_path))
+    ours = BertWordPieceTokenizer(vocab, do_lower_case)
+    full = build_bert_tokenizer(vocab, do_lower_case)
+    expected = [e.ids for e in full.encode_batch(_BAD_INPUTS, add_special_tokens=False)]
+    assert ours.encode_batch(_BAD_INPUTS) == expected
+    assert ours.encode_batch(_BAD_INPUTS[::-1]) == expected[::-1]  # now from the cache
+    assert [ours.encode(t) for t in _BAD_INPUTS] == expected
+    assert expected[2] == [vocab.unk_id]
+    assert expected[3][1] == vocab.unk_id and len(expected[3]) == 4
+    cache = ours._fast_path()._word_ids
+    assert cache and max(map(len, cache)) <= MAX_INPUT_CHARS_PER_WORD
+    ref_ids = _reference(vocab_path, do_lower_case)
+    for text, ids in zip(_BAD_INPUTS, expected, strict=True):
+        if len(text) < 100_000:
+            assert ref_ids(text) == ids, repr(text)
+
+
+def test_lone_surrogates_are_dropped_as_the_reference_does(tiny_vocab_path: Path) -> None:
+    """Rust refuses a lone surrogate (a TypeError); the reference drops it (category Cs)."""
+    vocab = Vocab.from_bytes(tiny_vocab_path.read_bytes())
+    tok = BertWordPieceTokenizer(vocab, do_lower_case=True)
+    texts = ["ab\ud800c", "\udfff", "café\udc80 x", "hello"]
+    clean = ["abc", "", "café x", "hello"]
+    expected = tok.encode_batch(clean)
+    assert tok.encode_batch(texts) == expected
+    assert [tok.encode(t) for t in texts] == expected
+    ref_ids = _reference(tiny_vocab_path, True)
+    assert [ref_ids(t) for t in texts] == expected
+
+
+def test_full_word_cache_is_replaced_not_cleared_in_place(
+    tiny_vocab: Vocab, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch with more distinct words than the cache holds still gets the right ids, and the
+    old cache is left intact (a call in another thread may be reading it)."""
+    from tokenizer import wordpiece
+
+    monkeypatch.setattr(wordpiece, "MAX_CACHED_WORDS", 10)
+    tok = BertWordPieceTokenizer(tiny_vocab, do_lower_case=True)
+    plain = BertWordPieceTokenizer(tiny_vocab, do_lower_case=True)
+    first = ["a x y", "x. y!"]
+    assert tok.encode_batch(first) == [plain.encode(t) for t in first]
+    old = tok._fast_path()._word_ids
+    held = dict(old)
+    many = [" ".join(f"x{i}y" for i in range(40)), "a b c"]
+    assert tok.encode_batch(many) == [plain.encode(t) for t in many]
+    assert tok._fast_path()._word_ids is not old and old == held
+
+
 def test_fast_path_takes_curly_quotes_and_dashes() -> None:
     """The characters of English prose pass the fast path's checks (a candidate that fails
     them is only slower: its texts take the full pipeline)."""
