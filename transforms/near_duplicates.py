@@ -34,7 +34,10 @@ ROWS_PER_BAND = 8
 SHINGLE_WORDS = 5
 DEFAULT_THRESHOLD = 0.8
 MAX_CACHED_WORDS = 1 << 17
-"""Word hashes kept per process (then the cache starts again): ~20 MB at most."""
+"""Word hashes kept per process (then a new cache starts): ~20 MB, plus one document's words."""
+MAX_CACHED_WORD_CHARS = 64
+"""Longer words (rare: a URL, a run of letters) are hashed where they occur, never cached, so a
+cached key is at most this long."""
 _WORD = re.compile(r"\w+")
 _CHUNK = 2048  # columns per step: 128 x 2048 x 8 bytes stay in cache
 # Odd 64-bit constants weighting a shingle's word positions (from the golden ratio and the
@@ -69,16 +72,25 @@ def word_hash(word: str) -> int:
 
 
 def _word_hashes(tokens: list[str]) -> np.ndarray:
+    """uint64 ``word_hash`` of each token, through the process's cache. A full cache is
+    replaced by a new one, never cleared in place, so a call in another thread still finds
+    what it read."""
+    global _WORD_HASHES
     cache = _WORD_HASHES
     try:
-        values = [cache[t] for t in tokens]
+        return np.array([cache[t] for t in tokens], dtype=np.uint64)
     except KeyError:
-        if len(cache) + len(tokens) > MAX_CACHED_WORDS:
-            cache.clear()
-        for t in tokens:
-            if t not in cache:
-                cache[t] = word_hash(t)
-        values = [cache[t] for t in tokens]
+        pass
+    if len(cache) + len(tokens) > MAX_CACHED_WORDS:
+        cache = _WORD_HASHES = {}
+    values = []
+    for t in tokens:
+        value = cache.get(t)
+        if value is None:
+            value = word_hash(t)
+            if len(t) <= MAX_CACHED_WORD_CHARS:
+                cache[t] = value
+        values.append(value)
     return np.array(values, dtype=np.uint64)
 
 

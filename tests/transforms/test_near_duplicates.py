@@ -136,6 +136,42 @@ def test_word_hash_cache_is_bounded_and_changes_no_hash(monkeypatch: pytest.Monk
     assert 0 < len(nd._WORD_HASHES) <= 100
 
 
+def test_full_word_hash_cache_is_replaced_not_cleared_in_place(monkeypatch: pytest.MonkeyPatch):
+    """A document with more words than the cache holds gets the definition's hashes, and the old
+    cache is left intact (a call in another thread may be reading it)."""
+    monkeypatch.setattr(nd, "MAX_CACHED_WORDS", 100)
+    monkeypatch.setattr(nd, "_WORD_HASHES", {})
+    shingle_hashes(text(1, 20))
+    old = nd._WORD_HASHES
+    held = dict(old)
+    long_document = text(2, 500)
+    assert shingle_hashes(long_document).tolist() == _literal_shingles(long_document)
+    assert nd._WORD_HASHES is not old and old == held
+
+
+def test_bad_input_hashes_are_the_definition():
+    """No words, fewer words than a shingle, a 1 MB word (never cached), non-ASCII, marks,
+    NUL and lone surrogates (not word characters): the definition's hashes, no error."""
+    huge = "x" * 1_000_000
+    texts = [
+        "",
+        "   \n\t ",
+        "!!! ??? ... --- ***",
+        "one",
+        "one two",
+        "four words only here",
+        huge,
+        f"before {huge} after and more words",
+        "nul\x00inside \ufffd replacement \ud800 surrogate \udfff end",
+        "中文字 日本語 한국어 e\u0301 a\u0308 ΣΑΣ straße İ",
+    ]
+    for t in texts:
+        assert shingle_hashes(t).tolist() == _literal_shingles(t), t[:40]
+        assert np.array_equal(minhash_signature(t), _literal_signature(t)), t[:40]
+    assert len(shingle_hashes(huge)) == 1 and len(shingle_hashes("one two")) == 1
+    assert max(map(len, nd._WORD_HASHES)) <= nd.MAX_CACHED_WORD_CHARS
+
+
 def test_permutations_wrap_modulo_two_to_the_64(monkeypatch: pytest.MonkeyPatch):
     """a*x + b past 2**64 wraps (unsigned arithmetic), as the definition says."""
     rows = [(1, 0), (1, _M64), (3, 1 << 63), ((1 << 64) - 1, 5)]
