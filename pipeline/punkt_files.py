@@ -151,7 +151,8 @@ def load_splitter(
     paths: Sequence[str | os.PathLike[str]] = (),
     max_chars: int | None = None,
 ):
-    """A ``transforms.sentences.SentenceSplitter`` with the installed punkt_tab tables;
+    """A ``transforms.sentences.SentenceSplitter`` with the installed punkt_tab tables (and
+    ``max_chars``, default ``DEFAULT_MAX_SENTENCE_CHARS``; ValueError when not positive);
     LookupError when not installed."""
     from transforms.sentences import DEFAULT_MAX_SENTENCE_CHARS, SentenceSplitter
 
@@ -161,4 +162,4 @@ def load_splitter(
             f"punkt_tab parameters for {language!r} not found: set NLTK_DATA to a directory "
             f"holding tokenizers/punkt_tab/{language}/"
         )
-    return SentenceSplitter(tables, max_chars or DEFAULT_MAX_SENTENCE_CHARS)
+    return SentenceSplitter(tables, DEFAULT_MAX_SENTENCE_CHARS if max_chars is None else max_chars)

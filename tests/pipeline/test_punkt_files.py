@@ -24,6 +24,7 @@ from pipeline.punkt_files import (
 from tests.conftest import require_corpora
 from tests.punkt_fixtures import hand_params, write_tables
 from transforms.punkt_tables import PUNKT_FILES, PunktTables
+from transforms.sentences import DEFAULT_MAX_SENTENCE_CHARS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -147,6 +148,17 @@ def test_load_punkt_parameters_refuses_bad_language_names(name: str):
 def test_load_splitter_missing(tmp_path: Path, no_nltk_data: None):
     with pytest.raises(LookupError, match="NLTK_DATA"):
         load_splitter("english", paths=[tmp_path])
+
+
+def test_load_splitter_max_chars(tmp_path: Path, no_nltk_data: None):
+    """The default when not given; a zero or negative length is refused, not taken as the
+    default."""
+    write_tables(tmp_path / "tokenizers" / "punkt_tab" / "english", hand_params())
+    assert load_splitter(paths=[tmp_path]).max_chars == DEFAULT_MAX_SENTENCE_CHARS
+    assert load_splitter(paths=[tmp_path], max_chars=7).max_chars == 7
+    for bad in (0, -1):
+        with pytest.raises(ValueError, match="max_chars must be positive"):
+            load_splitter(paths=[tmp_path], max_chars=bad)
 
 
 def test_shared_punkt_tab_matches_nltks_own_loader(monkeypatch: pytest.MonkeyPatch):
