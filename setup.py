@@ -69,5 +69,5 @@ setup(
     package_data={"tokenizer": ["unicode_tables.json"]},
     install_requires=RUNTIME,
     extras_require=EXTRAS,
-    entry_points={"console_scripts": ["bertprep=pipeline.cli:main"]},
+    entry_points={"console_scripts": ["bertprep=pipeline.cli:console_entry"]},
 )

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import atexit
+import contextlib
 import logging
+import os
 import sys
+import traceback
 
 
 def _quiet_logging(verbose: bool) -> None:
@@ -126,5 +130,42 @@ def _user_error(command: str, message: str) -> int:
     return 2
 
 
+def console_entry() -> None:
+    """The ``bertprep`` executable: ``main()``, then the process ends with its exit status.
+
+    After the command has returned, the ``atexit`` handlers run, logging is shut down and stdout
+    and stderr are flushed; then the process ends with ``os._exit`` instead of the interpreter's
+    teardown. The teardown destroys the native threads of gRPC (Beam's runner) and Arrow while
+    they still run, and now and then a finished, successful job died there with
+    ``terminate called without an active exception`` and a nonzero status. Nothing of the
+    job runs in the teardown: every file is written and renamed before ``main()`` returns.
+    An uncaught exception prints its traceback and ends with status 1, Ctrl-C with 130.
+    """
+    try:
+        code = main()
+    except SystemExit as e:  # argparse: --help, usage errors
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        if e.code is not None and not isinstance(e.code, int):
+            print(e.code, file=sys.stderr)
+    except KeyboardInterrupt:
+        code = 130
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    end_process(code)
+
+
+def end_process(code: int) -> None:
+    """Runs the ``atexit`` handlers, flushes the logs and both streams, and ends the process
+    with ``code`` without the interpreter's teardown (see ``console_entry``)."""
+    with contextlib.suppress(Exception):
+        atexit._run_exitfuncs()
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    console_entry()
