@@ -150,8 +150,15 @@ def band_keys(signature: np.ndarray) -> list[str]:
     ]
 
 
+_NO_SHINGLES = np.uint64(np.iinfo(np.uint64).max)
+
+
 def similarity(a: np.ndarray, b: np.ndarray) -> float:
-    """Estimated Jaccard similarity of two documents from their signatures."""
+    """Estimated Jaccard similarity of two documents from their signatures; 0.0 when either has
+    no shingles (a document without words: all-max): it is a near duplicate of nothing, not of
+    every other document without words."""
+    if (a == _NO_SHINGLES).all() or (b == _NO_SHINGLES).all():
+        return 0.0
     return float(np.mean(a == b))
 
 

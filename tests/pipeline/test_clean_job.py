@@ -178,18 +178,19 @@ def test_jsonl_and_parquet_sources(tmp_path, punkt_model):
 
 def test_jsonl_with_lone_surrogates_huge_words_and_no_words(tmp_path, punkt_model):
     """A JSON ``\\ud800`` escape (a lone surrogate, which no UTF-8 holds) is removed as a
-    control character is, not a crash of the job; a 1 MB word and a text of no words pass
-    near-dedup."""
+    control character is, not a crash of the job; a 1 MB word passes near-dedup, and two
+    different texts of no words are not near duplicates of each other."""
     text = " ".join(f"Line {i} of a record holds a plain sentence of prose." for i in range(12))
     lines = [
         '{"text": "Lone \\ud800 surrogate \\udfff here. ' + text + '", "title": "T\\udc80"}',
         json.dumps({"text": "x" * 1_000_000 + " " + text.replace("record", "book") + " Huge."}),
         json.dumps({"text": "!!! ??? ... " * 40}),
+        json.dumps({"text": "*** --- +++ " * 40}),  # no words either: not a near duplicate
     ]
     (tmp_path / "a.jsonl").write_text("\n".join(lines) + "\n")
     manifest, out = clean(tmp_path, jsonl=[str(tmp_path / "a.jsonl")], dedup="near", min_words=5)
     kept = {d["doc_id"]: d for d in rows(out)}
-    assert sorted(kept) == ["jsonl/a.jsonl/1", "jsonl/a.jsonl/2", "jsonl/a.jsonl/3"]
+    assert sorted(kept) == [f"jsonl/a.jsonl/{n}" for n in (1, 2, 3, 4)]
     assert manifest["counts"]["jsonl"].get("dropped_duplicate_near", 0) == 0
     first = json.dumps(kept["jsonl/a.jsonl/1"])
     assert "Lone surrogate here." in first and "\\ud" not in first

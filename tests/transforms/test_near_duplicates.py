@@ -75,6 +75,16 @@ def test_empty_document_signature():
     assert (sig == np.iinfo(np.uint64).max).all()
 
 
+def test_documents_without_words_are_near_duplicates_of_nothing():
+    """Two different texts of no words share their (all-max) signature: not a similarity of 1."""
+    empty, symbols, prose = minhash_signature(""), minhash_signature("!!! ??? ***"), text(1)
+    assert np.array_equal(empty, symbols)
+    assert similarity(empty, symbols) == similarity(symbols, symbols) == 0.0
+    assert similarity(symbols, minhash_signature(prose)) == 0.0
+    candidates = [("a", empty), ("b", symbols), ("c", minhash_signature(prose))]
+    assert duplicate_pairs(candidates) == []
+
+
 # ---------------------------------------------------------------------------------------------
 # The vectorized signature against the definition applied literally.
 
