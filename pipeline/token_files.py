@@ -101,18 +101,27 @@ def write_token_file(base: str, documents: list[TokenizedDocument]) -> None:
 
 def tokenize_documents(
     tokenizer: BertWordPieceTokenizer, docs: list[tuple[str, list[str]]]
-) -> list[tuple[str, list[list[int]]]]:
-    """(key, sentences) → (key, token ids per sentence), encoding many documents' sentences in one
-    call (the per-call overhead of ``tokenizers`` otherwise dominates short documents)."""
+) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """(key, sentences) → (key, ids, ids per sentence): the document's token ids one sentence
+    after the other (int32) and how many each sentence has (int64, 0 for a sentence that
+    tokenizes to nothing). Many documents' sentences are encoded per call (the per-call cost of
+    ``tokenizers`` otherwise dominates short documents)."""
     flat = list(chain.from_iterable(s for _, s in docs))
-    ids: list[list[int]] = []
-    for start in range(0, len(flat), ENCODE_BATCH_SENTENCES):
-        ids.extend(tokenizer.encode_batch(flat[start : start + ENCODE_BATCH_SENTENCES]))
+    parts = [
+        tokenizer.encode_batch_flat(flat[start : start + ENCODE_BATCH_SENTENCES])
+        for start in range(0, len(flat), ENCODE_BATCH_SENTENCES)
+    ]
+    ids = np.concatenate([i for i, _ in parts]) if parts else np.zeros(0, dtype=np.int32)
+    counts = np.concatenate([c for _, c in parts]) if parts else np.zeros(0, dtype=np.int64)
+    id_ends = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts, out=id_ends[1:])
     out = []
-    at = 0
+    sentence = 0
     for key, sentences in docs:
-        out.append((key, ids[at : at + len(sentences)]))
-        at += len(sentences)
+        end = sentence + len(sentences)
+        span = slice(int(id_ends[sentence]), int(id_ends[end]))
+        out.append((key, ids[span], counts[sentence:end]))
+        sentence = end
     return out
 
 
@@ -160,10 +169,10 @@ class TokenizeFileFn(CountingDoFn):
                         strict=True,
                     )
                 )
-                for (key, sentences), (_, encoded) in zip(
+                for (key, sentences), (_, ids, counts) in zip(
                     docs, tokenize_documents(self._tokenizer, docs), strict=True
                 ):
-                    document = self._keep(key, sentences, encoded, rejects, local)
+                    document = self._keep(key, sentences, ids, counts, rejects, local)
                     if document is not None:
                         kept.append(document)
                 if self.progress is not None:
@@ -176,18 +185,27 @@ class TokenizeFileFn(CountingDoFn):
         return []
 
     @staticmethod
-    def _keep(key, sentences, encoded, rejects, counts: Counter[str]) -> TokenizedDocument | None:
-        counts["documents"] += 1
-        kept = [ids for ids in encoded if ids]
-        if len(kept) != len(encoded):
-            counts["dropped_empty_sentence"] += len(encoded) - len(kept)
-        if not kept:
-            counts["dropped_empty_document"] += 1
+    def _keep(
+        key: str,
+        sentences: list[str],
+        ids: np.ndarray,
+        counts: np.ndarray,
+        rejects: RejectsPart,
+        tally: Counter[str],
+    ) -> TokenizedDocument | None:
+        tally["documents"] += 1
+        kept = counts[counts > 0]
+        if len(kept) != len(counts):
+            tally["dropped_empty_sentence"] += len(counts) - len(kept)
+        if not len(kept):
+            tally["dropped_empty_document"] += 1
             rejects.write(Reject.of("dropped_empty_document", key, " / ".join(sentences)).to_json())
             return None
-        counts["tokenized_documents"] += 1
-        counts["tokenized_sentences"] += len(kept)
-        counts["tokens"] += sum(len(s) for s in kept)
+        tally["tokenized_documents"] += 1
+        tally["tokenized_sentences"] += len(kept)
+        tally["tokens"] += len(ids)
         if len(kept) == 1:
-            counts["one_sentence_documents"] += 1
-        return TokenizedDocument.from_sentences(key, kept)
+            tally["one_sentence_documents"] += 1
+        offsets = np.zeros(len(kept) + 1, dtype=np.int64)
+        np.cumsum(kept, out=offsets[1:])
+        return TokenizedDocument(key, ids, offsets)

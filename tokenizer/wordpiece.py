@@ -56,10 +56,11 @@ import re
 import sys
 import unicodedata
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import tokenizers
 from tokenizers import Regex, Tokenizer, decoders, normalizers, pre_tokenizers
 from tokenizers.models import WordPiece
@@ -97,6 +98,9 @@ FAST_PATH_CANDIDATES = (
     "\u2010\u2011\u2012\u2013\u2014\u2015\u2026\u2022\u00b7\u2032\u2033"  # dashes, dots, primes
     "\u00a1\u00bf\u00a7\u00b6\u2020\u2021\u00b0\u00a3\u20ac\u00a5\u00a2\u00a9\u00ae\u00d7\u00f7"
 )
+FOLD_CANDIDATE_RANGES = ((0x00C0, 0x024F), (0x1E00, 0x1EFF))
+"""Latin letters with diacritics (Latin-1 Supplement, Extended-A/B, Extended Additional) that the
+uncased fast path may fold to ASCII itself (``_accent_folds`` keeps those that qualify)."""
 MAX_TEXTS_PER_CALL = 4096
 """Texts per Rust ``encode_batch`` call: larger batches only hold more encodings at once."""
 
@@ -343,6 +347,45 @@ def _fast_path_chars(do_lower_case: bool) -> str:
     return "".join(chars)
 
 
+@functools.lru_cache(maxsize=2)
+def _accent_folds(do_lower_case: bool) -> dict[str, str]:
+    """Latin letters with diacritics → the ASCII letters normalization makes of them (uncased
+    only: cased BERT keeps accents, so there is nothing to fold).
+
+    A letter of ``FOLD_CANDIDATE_RANGES`` qualifies when, by this Python's Unicode tables, its
+    lowercase, decomposed, without ``Mn`` marks (step 4 of the definition) is one or more ASCII
+    letters; it is neither dropped, a space nor a mark, is never the second character of a
+    canonical decomposition (so it composes with nothing before it), is no sigma and appears in
+    no Rust fix-up; and the Rust normalizer gives that same fold between ASCII letters. Text of
+    ASCII, ``_fast_path_chars`` and these letters then normalizes character by character: each
+    letter is replaced by its fold, the rest as in ``_PrenormalizedPath.prepare``.
+    """
+    if not do_lower_case:
+        return {}
+    t = _tables()
+    seconds = _composition_seconds()
+    fixed = {c for a, b in t.nfc_fixups + t.nfd_fixups + t.lower_fixups for c in a + b}
+    rust = bert_normalizer(do_lower_case)
+    folds: dict[str, str] = {}
+    for lo, hi in FOLD_CANDIDATE_RANGES:
+        for cp in range(lo, hi + 1):
+            c = chr(cp)
+            decomposed = unicodedata.normalize("NFD", c.lower())
+            fold = "".join(ch for ch in decomposed if unicodedata.category(ch) != "Mn")
+            probe = f"Aa{c}Bb{c}{c}"
+            if (
+                fold.isascii()
+                and fold.isalpha()
+                and not any(lo2 <= cp <= hi2 for lo2, hi2 in t.drop + t.to_space + t.mn)
+                and unicodedata.combining(c) == 0
+                and cp not in seconds
+                and c not in fixed
+                and rust.normalize_str(probe) == f"aa{fold}bb{fold}{fold}"
+            ):
+                folds[c] = fold
+    return folds
+
+
 def _fast_path_classes(chars: str) -> tuple[list[str], list[str]]:
     """Of printable ASCII and ``chars`` (the fast path's alphabet): the characters that are a
     word of their own (punctuation, CJK) and the spaces; every other character is a word part."""
@@ -393,9 +436,10 @@ def _full_ids(tokenizer: Tokenizer, texts: list[str]) -> list[list[int]]:
 
 
 MAX_CACHED_WORDS = 1 << 18
-"""Words whose ids the fast path keeps (then it starts again with a new cache): ~50 MB per
-process, plus one batch's distinct words. Words longer than ``MAX_INPUT_CHARS_PER_WORD`` (all
-``[UNK]``) are never kept, so a key is at most that long."""
+"""Words whose ids the fast path keeps, and apart as many space-separated chunks (then each
+starts again with a new cache): ~50 MB each per process, plus one batch's distinct words and
+chunks. Words and chunks longer than ``MAX_INPUT_CHARS_PER_WORD`` are never kept, so a key is
+at most that long."""
 
 
 class _PrenormalizedPath:
@@ -417,7 +461,11 @@ class _PrenormalizedPath:
         self._clean = table
         self._lower = do_lower_case
         chars = _fast_path_chars(do_lower_case)
-        self._other = re.compile("[^\\x00-\\x7f" + re.escape(chars) + "]") if chars else None
+        folds = _accent_folds(do_lower_case)
+        self._fold = {ord(c): fold for c, fold in folds.items()}
+        self._foldable = re.compile("[" + re.escape("".join(folds)) + "]") if folds else None
+        allowed = chars + "".join(folds)
+        self._other = re.compile("[^\\x00-\\x7f" + re.escape(allowed) + "]") if allowed else None
         model = WordPiece(
             dict(vocab.token_to_id),
             unk_token=UNK_TOKEN,
@@ -427,7 +475,8 @@ class _PrenormalizedPath:
         self.tokenizer = Tokenizer(model)
         self.tokenizer.pre_tokenizer = _fast_path_pre_tokenizer(chars)
         self._words = _fast_path_words(chars)
-        self._word_ids: dict[str, list[int]] = {}
+        self._word_ids: dict[str, tuple[int, ...]] = {}
+        self._chunk_ids: dict[str, tuple[int, ...]] = {}
         if not self._agrees_with(full, chars):
             warnings.warn(
                 "BERT tokenizer fast path disabled: it disagrees with the full pipeline on this "
@@ -441,10 +490,13 @@ class _PrenormalizedPath:
 
     def prepare(self, text: str) -> str | None:
         """The normalized text for ``tokenizer``, or None when ``text`` needs the full one."""
-        if self._disabled or (
-            not text.isascii() and (self._other is None or self._other.search(text))
-        ):
+        if self._disabled:
             return None
+        if not text.isascii():
+            if self._other is None or self._other.search(text):
+                return None
+            if self._foldable is not None and self._foldable.search(text):
+                text = text.translate(self._fold)
         if not text.isprintable():  # controls (and non-ASCII spaces, which are not here)
             text = text.translate(self._clean)
         return text.lower() if self._lower else text
@@ -453,7 +505,7 @@ class _PrenormalizedPath:
         """Whether every character of the fast path, in context, normalizes and pre-tokenizes as
         in the full pipeline (what the construction above relies on)."""
         probe = "".join(f"a{chr(cp)}B{chr(cp)}{chr(cp)} " for cp in range(0x80))
-        probe += "".join(f"A{c}b{c}{c} " for c in chars)
+        probe += "".join(f"A{c}b{c}{c} " for c in chars + "".join(map(chr, self._fold)))
         normalized = full.normalizer.normalize_str(probe)  # type: ignore[union-attr]
         prepared = self.prepare(probe)
         if prepared != normalized:
@@ -461,30 +513,81 @@ class _PrenormalizedPath:
         words = self.tokenizer.pre_tokenizer.pre_tokenize_str(prepared)  # type: ignore[union-attr]
         if words != full.pre_tokenizer.pre_tokenize_str(normalized):  # type: ignore[union-attr]
             return False
-        return self._words.findall(prepared) == [w for w, _ in words]
+        found = self._words.findall(prepared)
+        by_chunk = [w for chunk in prepared.split() for w in self._words.findall(chunk)]
+        return found == [w for w, _ in words] == by_chunk
 
     def ids(self, prepared: list[str]) -> list[list[int]]:
-        """Token ids of each text ``prepare`` returned: those of ``tokenizer``.
+        """Token ids of each text ``prepare`` returned: those of ``tokenizer``."""
+        chunks = list(map(str.split, prepared))
+        lookup = self._chunk_lookup(chunks)
+        chain = itertools.chain.from_iterable
+        return [list(chain(map(lookup, one))) for one in chunks]
+
+    def flat_ids(self, prepared: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """``ids(prepared)`` as (every text's ids one after the other, int32; ids per text,
+        int64): no Python list per text."""
+        chunks = list(map(str.split, prepared))
+        per_chunk = list(map(self._chunk_lookup(chunks), itertools.chain.from_iterable(chunks)))
+        ids = np.fromiter(itertools.chain.from_iterable(per_chunk), dtype=np.int32)
+        chunk_ends = np.zeros(len(per_chunk) + 1, dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, per_chunk), np.int64, len(per_chunk)), out=chunk_ends[1:])
+        text_ends = np.zeros(len(chunks) + 1, dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, chunks), np.int64, len(chunks)), out=text_ends[1:])
+        return ids, np.diff(chunk_ends[text_ends])
+
+    def _chunk_lookup(self, chunks: list[list[str]]) -> Callable[[str], tuple[int, ...]]:
+        """Space-separated chunk → its ids, for every chunk of ``chunks``.
+
+        Prepared text has no whitespace but spaces, and no word of the pre-tokenizer spans one,
+        so ``str.split()`` cuts texts into chunks (``"word,"``, ``"(word)"``) whose words are
+        the text's words, in order: a chunk's ids are its words' ids one after the other,
+        whatever surrounds it. Chunks are cached like words (``_lookup``); splitting at spaces
+        and one lookup per chunk cost half of the regex and one lookup per word."""
+        cache = self._chunk_ids
+        new = set(itertools.chain.from_iterable(chunks)).difference(cache)
+        if len(cache) + len(new) > MAX_CACHED_WORDS:
+            cache = self._chunk_ids = {}
+            new = set(itertools.chain.from_iterable(chunks))
+        if not new:
+            return cache.__getitem__
+        missing = sorted(new)
+        words = list(map(self._words.findall, missing))
+        word_ids = self._lookup(words)
+        chain = itertools.chain.from_iterable
+        uncached: dict[str, tuple[int, ...]] = {}
+        for chunk, one in zip(missing, words, strict=True):
+            ids = tuple(chain(map(word_ids, one)))
+            (uncached if len(chunk) > MAX_INPUT_CHARS_PER_WORD else cache)[chunk] = ids
+        if uncached:
+            return functools.partial(_either, uncached, cache)
+        return cache.__getitem__
+
+    def _lookup(self, words: list[list[str]]) -> Callable[[str], tuple[int, ...]]:
+        """word → its ids, for every word of ``words``; Rust encodes the ones not yet cached.
 
         A full cache is replaced by a new one, never cleared in place, so a call running in
-        another thread keeps the words it looks up."""
+        another thread keeps the words it looks up. Ids are tuples: a dict of tuples of ints is
+        invisible to the garbage collector, which otherwise rescans it on every collection."""
         cache = self._word_ids
-        words = [self._words.findall(text) for text in prepared]
-        new = list(dict.fromkeys(w for one in words for w in one if w not in cache))
+        new = set(itertools.chain.from_iterable(words)).difference(cache)
         if len(cache) + len(new) > MAX_CACHED_WORDS:
             cache = self._word_ids = {}
-            new = list(dict.fromkeys(w for one in words for w in one))
-        uncached: dict[str, list[int]] = {}
-        for word, ids in zip(new, _ids(self.tokenizer, new), strict=True):
-            (uncached if len(word) > MAX_INPUT_CHARS_PER_WORD else cache)[word] = ids
-        lookup = cache.__getitem__
+            new = set(itertools.chain.from_iterable(words))
+        if not new:
+            return cache.__getitem__
+        missing = sorted(new)
+        uncached: dict[str, tuple[int, ...]] = {}
+        for word, ids in zip(missing, _ids(self.tokenizer, missing), strict=True):
+            (uncached if len(word) > MAX_INPUT_CHARS_PER_WORD else cache)[word] = tuple(ids)
         if uncached:
-            lookup = functools.partial(_either, uncached, cache)
-        chain = itertools.chain.from_iterable
-        return [list(chain(map(lookup, one))) for one in words]
+            return functools.partial(_either, uncached, cache)
+        return cache.__getitem__
 
 
-def _either(first: dict[str, list[int]], second: dict[str, list[int]], word: str) -> list[int]:
+def _either(
+    first: dict[str, tuple[int, ...]], second: dict[str, tuple[int, ...]], word: str
+) -> tuple[int, ...]:
     """``first[word]`` when present, else ``second[word]``."""
     found = first.get(word)
     return second[word] if found is None else found
@@ -546,6 +649,35 @@ class BertWordPieceTokenizer:
         for i, one in zip(slow, _full_ids(self.tokenizer, [texts[i] for i in slow]), strict=True):
             out[i] = one
         return out  # type: ignore[return-value]
+
+    def encode_batch_flat(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """``encode_batch(texts)`` as (every text's ids one after the other, int32; ids per text,
+        int64): the same ids, without a Python list per text on the fast path."""
+        if not texts:
+            return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int64)
+        fast = self._fast_path()
+        prepared = [fast.prepare(text) for text in texts]
+        slow = [i for i, p in enumerate(prepared) if p is None]
+        if not slow:
+            return fast.flat_ids(prepared)  # type: ignore[arg-type]
+        quick = [i for i, p in enumerate(prepared) if p is not None]
+        slow_lists = _full_ids(self.tokenizer, [texts[i] for i in slow])
+        slow_ids = np.fromiter(itertools.chain.from_iterable(slow_lists), dtype=np.int32)
+        slow_counts = np.fromiter(map(len, slow_lists), np.int64, len(slow_lists))
+        quick_ids, quick_counts = fast.flat_ids([prepared[i] for i in quick])  # type: ignore[misc]
+        counts = np.zeros(len(texts), dtype=np.int64)
+        counts[slow] = slow_counts
+        counts[quick] = quick_counts
+        starts = np.cumsum(counts) - counts
+        ids = np.empty(int(counts.sum()), dtype=np.int32)
+        for where, part, part_counts in (
+            (slow, slow_ids, slow_counts),
+            (quick, quick_ids, quick_counts),
+        ):
+            part_starts = np.cumsum(part_counts) - part_counts
+            shift = np.repeat(starts[where] - part_starts, part_counts)
+            ids[np.arange(len(part)) + shift] = part
+        return ids, counts
 
     def encode_documents(self, documents: Sequence[Sequence[str]]) -> list[list[list[int]]]:
         """``[self.encode_batch(d) for d in documents]``, as one batch: the sentences of many

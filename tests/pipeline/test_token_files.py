@@ -50,9 +50,12 @@ def test_many_documents_in_one_call_equal_one_call_per_document(sample_vocab_pat
         for i in range(40)
     ]
     batched = tokenize_documents(tokenizer, docs)
-    assert [k for k, _ in batched] == [k for k, _ in docs]
-    for (_, sentences), (_, ids) in zip(docs, batched, strict=True):
-        assert ids == tokenizer.encode_batch(sentences)
+    assert [k for k, _, _ in batched] == [k for k, _ in docs]
+    for (_, sentences), (_, ids, counts) in zip(docs, batched, strict=True):
+        expected = tokenizer.encode_batch(sentences)
+        assert counts.tolist() == [len(e) for e in expected]
+        assert ids.tolist() == [t for e in expected for t in e]
+        assert ids.dtype == np.int32
 
 
 def test_tokenize_file_counts_rejects_and_rewrites_identically(tmp_path, sample_vocab_path):

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 
+import numpy as np
 import pytest
 from tokenizers import normalizers
 
@@ -340,6 +341,52 @@ def test_fast_path_takes_curly_quotes_and_dashes() -> None:
     for do_lower_case in (True, False):
         chars = _fast_path_chars(do_lower_case)
         assert set("‘’“”–—…«»") <= set(chars) <= set(FAST_PATH_CANDIDATES)
+
+
+def test_uncased_fast_path_folds_latin_accents_as_the_full_pipeline(tiny_vocab_path: Path) -> None:
+    """Latin letters with diacritics take the uncased fast path, folded to the ASCII the full
+    normalizer makes of them, in any context; letters without an ASCII fold, combining marks and
+    the cased tokenizer keep the full pipeline."""
+    from tokenizer.wordpiece import _accent_folds
+
+    folds = _accent_folds(True)
+    assert _accent_folds(False) == {}
+    assert {"é": "e", "Ā": "a", "ļ": "l", "š": "s", "ü": "u", "Ç": "c"}.items() <= folds.items()
+    assert not {"ß", "ẞ", "æ", "ø", "đ", "ł"} & set(folds)  # no ASCII fold: full pipeline
+    vocab = Vocab.from_bytes(tiny_vocab_path.read_bytes())
+    ours = BertWordPieceTokenizer(vocab, do_lower_case=True)
+    full = build_bert_tokenizer(vocab, do_lower_case=True)
+    fast = ours._fast_path()
+    rng = random.Random(20261202)
+    letters = sorted(folds)
+    texts = [f"Hello{c}world {c}, {c}{c}. HELLO{c}" for c in letters]
+    texts += [
+        "".join(rng.choices(list(_FAST_POOL) + letters, k=rng.randint(0, 30))) for _ in range(2000)
+    ]
+    slow = [t + rng.choice("\u0301\u0308Σß中\u00a0") for t in texts[:300]]
+    for text in texts:
+        assert fast.prepare(text) == full.normalizer.normalize_str(text), text  # type: ignore[union-attr]
+    assert all(fast.prepare(t) is None for t in slow)
+    batch = texts + slow
+    expected = [e.ids for e in full.encode_batch(batch, add_special_tokens=False)]
+    assert ours.encode_batch(batch) == expected
+    ref_ids = _reference(tiny_vocab_path, True)
+    assert expected[: len(letters)] == [ref_ids(t) for t in texts[: len(letters)]]
+    cased = BertWordPieceTokenizer(vocab, do_lower_case=False)._fast_path()
+    assert cased.prepare("Rīga") is None
+
+
+def test_encode_batch_flat_equals_encode_batch(tiny_vocab: Vocab) -> None:
+    """The flat form holds the same ids in the same order, for batches that take the fast path,
+    the full pipeline or both, with empty texts and texts that tokenize to nothing."""
+    tok = BertWordPieceTokenizer(tiny_vocab, do_lower_case=True)
+    mixed = ["Hello, World!", "", "\x00\u200b", "naïve café", "Σ中 hello", "hello " * 50, "!"]
+    for texts in (mixed, [t for t in mixed if t.isascii()], ["Σ中", "中"], []):
+        expected = tok.encode_batch(texts)
+        ids, counts = tok.encode_batch_flat(texts)
+        assert ids.dtype == np.int32 and counts.dtype == np.int64
+        assert counts.tolist() == [len(e) for e in expected]
+        assert ids.tolist() == [t for e in expected for t in e]
 
 
 def test_no_special_tokens_added(tiny_vocab: Vocab) -> None:
