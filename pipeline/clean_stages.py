@@ -222,13 +222,13 @@ class _ChunkWriter:
 
     def _write_batch(self) -> None:
         from transforms import near_duplicates as nd
-        from transforms.text_normalization import content_hash
+        from transforms.text_normalization import content_hash_of_normalized
 
         first = self.documents - len(self.batch)
         for i, row in enumerate(self.batch):
             text = "\n\n".join(row["paragraphs"])
             if self.exact:
-                h = dk.hash_bytes(content_hash(text))
+                h = dk.hash_bytes(content_hash_of_normalized(text))
                 keys = self.exact_keys.setdefault(
                     dk.partition_of_hash(h, EXACT_PARTITIONS), dk.ExactKeys([], [], [])
                 )

@@ -78,5 +78,12 @@ def content_hash(text: str) -> str:
     or Unicode composition hash the same."""
     # Steps 4-5 of normalize_text only change whitespace, which is collapsed here anyway, and
     # casefolding maps each character on its own: skipping them gives the same words.
-    folded = " ".join(_clean_characters(text).casefold().split())
+    return content_hash_of_normalized(_clean_characters(text))
+
+
+def content_hash_of_normalized(text: str) -> str:
+    """``content_hash(text)`` for text that ``normalize_text`` already gave (or such paragraphs
+    joined by blank lines), without repeating its character steps: steps 1-3 leave their own
+    output unchanged, so only casefolding and whitespace remain."""
+    folded = " ".join(text.casefold().split())
     return hashlib.sha256(folded.encode("utf-8")).hexdigest()

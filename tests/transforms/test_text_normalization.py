@@ -9,7 +9,11 @@ import unicodedata
 
 import pytest
 
-from transforms.text_normalization import content_hash, normalize_text
+from transforms.text_normalization import (
+    content_hash,
+    content_hash_of_normalized,
+    normalize_text,
+)
 
 
 @pytest.mark.parametrize(
@@ -128,3 +132,7 @@ def test_fast_paths_equal_the_literal_rules():
     for text in texts:
         assert normalize_text(text) == _literal_normalize(text), repr(text)
         assert content_hash(text) == _literal_content_hash(text), repr(text)
+        # the clean job hashes paragraphs it has normalized, joined by blank lines
+        paragraphs = [normalize_text(part) for part in text.split("\n\n")]
+        joined = "\n\n".join(p for p in paragraphs if p)
+        assert content_hash_of_normalized(joined) == _literal_content_hash(joined), repr(text)
