@@ -9,13 +9,18 @@ probability 1 - (1 - 0.8**8)**16 ≈ 0.96, pairs at 0.5 with ≈ 0.06.
 
 The hashes, all in unsigned 64-bit arithmetic (mod 2**64):
 
-- a word (``\\w+`` of the lower-cased text): the 8-byte blake2b digest of its UTF-8, little-endian;
+- a word: a maximal run of word characters of the lower-cased text, where a word character is
+  an ASCII letter, digit or ``_``, or any non-ASCII character outside Latin-1's symbols
+  (U+00A0-U+00BF) and General Punctuation (U+2000-U+207F: dashes, curly quotes, ellipsis);
+  its hash is ``mix(p + n*LENGTH_WEIGHT)`` for the ``n`` bytes ``b[i]`` of its UTF-8 (lone
+  surrogates encoded as if they were characters), ``p = sum(b[i] * BASE**i)``;
 - a shingle of words w0..w4: ``mix(K0*h(w0) + ... + K4*h(w4))``, ``mix`` the splitmix64
   finalizer; a document of fewer words has one shingle of them all (the same sum, shorter);
 - permutation i of a shingle hash x: ``A[i]*x + B[i]`` (A[i] odd, so a bijection of x).
 
-Word hashes are cached (a word's hash depends on the word alone), so the per-word work is a dict
-look-up and the rest is a few vectorized passes.
+Everything is computed by vectorized passes over the text's bytes: word boundaries from a byte
+table, word hashes from one prefix sum of ``b[i] * BASE**i`` (a word's sum is shifted back to
+its start by the inverse power, ``BASE`` being odd), no Python work per word.
 
 Of each group of duplicates (connected by duplicate pairs) the document with the smallest id is
 kept, so the outcome does not depend on processing order.
@@ -24,7 +29,6 @@ kept, so the outcome does not depend on processing order.
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -33,12 +37,12 @@ NUM_PERMUTATIONS = 128
 ROWS_PER_BAND = 8
 SHINGLE_WORDS = 5
 DEFAULT_THRESHOLD = 0.8
-MAX_CACHED_WORDS = 1 << 17
-"""Word hashes kept per process (then a new cache starts): ~20 MB, plus one document's words."""
-MAX_CACHED_WORD_CHARS = 64
-"""Longer words (rare: a URL, a run of letters) are hashed where they occur, never cached, so a
-cached key is at most this long."""
-_WORD = re.compile(r"\w+")
+BASE = 0x100000001B3
+"""Odd multiplier of the word hash's polynomial (the 64-bit FNV prime)."""
+LENGTH_WEIGHT = 0x9E3779B97F4A7C15
+PIECE_BYTES = 1 << 20
+"""Texts are hashed in pieces of about this many bytes, cut between words (memory per piece:
+a few arrays of 8 bytes per byte of text)."""
 _CHUNK = 2048  # columns per step: 128 x 2048 x 8 bytes stay in cache
 # Odd 64-bit constants weighting a shingle's word positions (from the golden ratio and the
 # xxHash/murmur3 primes), so a shingle and its permutations hash apart.
@@ -63,35 +67,87 @@ def _permutations(seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
 
 
 _A, _B = _permutations()
-_WORD_HASHES: dict[str, int] = {}
 
 
-def word_hash(word: str) -> int:
-    """The 8-byte blake2b digest of ``word``'s UTF-8, as a little-endian integer."""
-    return int.from_bytes(hashlib.blake2b(word.encode(), digest_size=8).digest(), "little")
+def _word_byte_table() -> np.ndarray:
+    table = np.zeros(256, dtype=bool)
+    for c in b"0123456789abcdefghijklmnopqrstuvwxyz_":
+        table[c] = True
+    table[0x80:] = True
+    return table
 
 
-def _word_hashes(tokens: list[str]) -> np.ndarray:
-    """uint64 ``word_hash`` of each token, through the process's cache. A full cache is
-    replaced by a new one, never cleared in place, so a call in another thread still finds
-    what it read."""
-    global _WORD_HASHES
-    cache = _WORD_HASHES
-    try:
-        return np.array([cache[t] for t in tokens], dtype=np.uint64)
-    except KeyError:
-        pass
-    if len(cache) + len(tokens) > MAX_CACHED_WORDS:
-        cache = _WORD_HASHES = {}
-    values = []
-    for t in tokens:
-        value = cache.get(t)
-        if value is None:
-            value = word_hash(t)
-            if len(t) <= MAX_CACHED_WORD_CHARS:
-                cache[t] = value
-        values.append(value)
-    return np.array(values, dtype=np.uint64)
+_WORD_BYTE = _word_byte_table()
+_POWERS = np.ones(1, dtype=np.uint64)
+_INVERSE_POWERS = np.ones(1, dtype=np.uint64)
+
+
+def _inverse(x: int) -> int:
+    """The inverse of odd ``x`` modulo 2**64."""
+    return pow(x, -1, 1 << 64)
+
+
+def _powers(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``BASE**i`` and ``BASE**-i`` (mod 2**64) for i < n (tables grown as needed)."""
+    global _POWERS, _INVERSE_POWERS
+    if len(_POWERS) < n:
+        size = max(n, 2 * len(_POWERS))
+        powers = np.full(size, BASE, dtype=np.uint64)
+        powers[0] = 1
+        inverse = np.full(size, _inverse(BASE), dtype=np.uint64)
+        inverse[0] = 1
+        _POWERS, _INVERSE_POWERS = np.cumprod(powers), np.cumprod(inverse)
+    return _POWERS, _INVERSE_POWERS
+
+
+def _word_mask(data: np.ndarray) -> np.ndarray:
+    """Which bytes of UTF-8 ``data`` belong to words (see the module docstring)."""
+    mask = _WORD_BYTE[data]
+    if len(data) > 1:
+        # U+00A0-U+00BF: C2 A0..BF; U+2000-U+207F: E2 80..81 xx (C2 and E2 only ever lead)
+        latin = np.flatnonzero((data[:-1] == 0xC2) & (data[1:] >= 0xA0))
+        mask[latin] = mask[latin + 1] = False
+        if len(data) > 2:
+            general = np.flatnonzero((data[:-2] == 0xE2) & ((data[1:-1] | 1) == 0x81))
+            mask[general] = mask[general + 1] = mask[general + 2] = False
+    return mask
+
+
+def _piece_word_hashes(data: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """uint64 hash of each word of a piece, in order (the piece starts and ends between words)."""
+    edges = np.diff(mask.astype(np.int8), prepend=0, append=0)
+    starts = np.flatnonzero(edges == 1)
+    if not len(starts):
+        return np.empty(0, dtype=np.uint64)
+    ends = np.flatnonzero(edges == -1)
+    powers, inverse = _powers(len(data) + 1)
+    prefix = np.zeros(len(data) + 1, dtype=np.uint64)
+    np.cumsum(data.astype(np.uint64) * powers[: len(data)], out=prefix[1:])
+    sums = (prefix[ends] - prefix[starts]) * inverse[starts]
+    sums += (ends - starts).astype(np.uint64) * np.uint64(LENGTH_WEIGHT)
+    return mix64(sums)
+
+
+def word_hashes(text: str) -> np.ndarray:
+    """uint64 hash of each word of ``text``, in text order (see the module docstring)."""
+    data = np.frombuffer(text.lower().encode("utf-8", "surrogatepass"), dtype=np.uint8)
+    mask = _word_mask(data)
+    if len(data) <= PIECE_BYTES:
+        return _piece_word_hashes(data, mask)
+    parts = []
+    start = 0
+    while start < len(data):
+        end = min(start + PIECE_BYTES, len(data))
+        if end < len(data) and mask[end - 1] and mask[end]:  # inside a word: cut before it
+            gaps = np.flatnonzero(~mask[start:end])
+            if len(gaps):
+                end = start + int(gaps[-1]) + 1
+            else:  # one word longer than a piece: take all of it
+                after = np.flatnonzero(~mask[end:])
+                end = end + int(after[0]) if len(after) else len(data)
+        parts.append(_piece_word_hashes(data[start:end], mask[start:end]))
+        start = end
+    return np.concatenate(parts)
 
 
 def mix64(x: np.ndarray) -> np.ndarray:
@@ -107,10 +163,9 @@ def mix64(x: np.ndarray) -> np.ndarray:
 def shingle_hashes(text: str, words: int = SHINGLE_WORDS) -> np.ndarray:
     """uint64 hash of each word ``words``-shingle of the document, in text order, repeats
     included (see the module docstring); empty for a document without words."""
-    tokens = _WORD.findall(text.lower())
-    if not tokens:
-        return np.empty(0, dtype=np.uint64)
-    h = _word_hashes(tokens)
+    h = word_hashes(text)
+    if not len(h):
+        return h
     count = max(len(h) - words + 1, 1)
     acc = h[:count] * SHINGLE_WEIGHTS[0]
     for k in range(1, min(words, len(h))):

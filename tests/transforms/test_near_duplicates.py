@@ -3,9 +3,7 @@ kept document of a group is its smallest id."""
 
 from __future__ import annotations
 
-import hashlib
 import random
-import re
 
 import numpy as np
 import pytest
@@ -100,13 +98,34 @@ def _literal_mix(x: int) -> int:
     return x ^ (x >> 31)
 
 
+def _is_word_char(c: str) -> bool:
+    if c.isascii():
+        return c.isalnum() or c == "_"
+    return not ("\u00a0" <= c <= "\u00bf" or "\u2000" <= c <= "\u207f")
+
+
+def _literal_words(text: str) -> list[str]:
+    words, current = [], []
+    for c in text.lower():
+        if _is_word_char(c):
+            current.append(c)
+        elif current:
+            words.append("".join(current))
+            current = []
+    if current:
+        words.append("".join(current))
+    return words
+
+
+def _literal_word_hash(word: str) -> int:
+    data = word.encode("utf-8", "surrogatepass")
+    p = sum(b * pow(nd.BASE, i, 1 << 64) for i, b in enumerate(data)) & _M64
+    return _literal_mix((p + len(data) * nd.LENGTH_WEIGHT) & _M64)
+
+
 def _literal_shingles(text: str, words: int = nd.SHINGLE_WORDS) -> list[int]:
     """The module docstring's definition, in Python integers."""
-    tokens = re.findall(r"\w+", text.lower())
-    h = [
-        int.from_bytes(hashlib.blake2b(t.encode(), digest_size=8).digest(), "little")
-        for t in tokens
-    ]
+    h = [_literal_word_hash(w) for w in _literal_words(text)]
     weights = [int(w) for w in nd.SHINGLE_WEIGHTS]
     grams = [h[i : i + words] for i in range(max(len(h) - words + 1, 1))] if h else []
     return [
@@ -138,31 +157,35 @@ def test_signature_equals_the_definition():
     assert shingle_hashes(text(9, 3000)).dtype == np.uint64
 
 
-def test_word_hash_cache_is_bounded_and_changes_no_hash(monkeypatch: pytest.MonkeyPatch):
-    expected = [shingle_hashes(text(i, 50)).tolist() for i in range(40)]
-    monkeypatch.setattr(nd, "MAX_CACHED_WORDS", 100)
-    nd._WORD_HASHES.clear()
-    assert [shingle_hashes(text(i, 50)).tolist() for i in range(40)] == expected
-    assert 0 < len(nd._WORD_HASHES) <= 100
+def test_long_texts_are_hashed_in_pieces_cut_between_words(monkeypatch: pytest.MonkeyPatch):
+    """Pieces change no hash: cut between words, around a word longer than a piece, at a
+    multi-byte character and at the edges."""
+    texts = [
+        text(3, 400),
+        "a" * 300 + " b c " + "d" * 50,
+        ("é—word “quoted” ¿qué? " * 40).strip(),
+        "x" * 1000,
+        " " * 100 + "tail",
+    ]
+    expected = [_literal_shingles(t) for t in texts]
+    monkeypatch.setattr(nd, "PIECE_BYTES", 64)
+    for t, e in zip(texts, expected, strict=True):
+        assert shingle_hashes(t).tolist() == e, t[:40]
 
 
-def test_full_word_hash_cache_is_replaced_not_cleared_in_place(monkeypatch: pytest.MonkeyPatch):
-    """A document with more words than the cache holds gets the definition's hashes, and the old
-    cache is left intact (a call in another thread may be reading it)."""
-    monkeypatch.setattr(nd, "MAX_CACHED_WORDS", 100)
-    monkeypatch.setattr(nd, "_WORD_HASHES", {})
-    shingle_hashes(text(1, 20))
-    old = nd._WORD_HASHES
-    held = dict(old)
-    long_document = text(2, 500)
-    assert shingle_hashes(long_document).tolist() == _literal_shingles(long_document)
-    assert nd._WORD_HASHES is not old and old == held
+def test_words_are_split_at_punctuation_and_symbols_not_at_letters():
+    assert len(nd.word_hashes("one,two—three “four” five…six ¿seven? «eight» nine_ten")) == 9
+    assert len(nd.word_hashes("naïve café straße 中文 ǅx")) == 5
+    assert len(nd.word_hashes("   ")) == 0 and len(nd.word_hashes("")) == 0
+    same = nd.word_hashes("Word word WORD")
+    assert same[0] == same[1] == same[2]
+    assert len(set(nd.word_hashes("ab ba aab aba baa a b").tolist())) == 7
 
 
 def test_bad_input_hashes_are_the_definition():
-    """No words, fewer words than a shingle, a 1 MB word (never cached), non-ASCII, marks,
+    """No words, fewer words than a shingle, a 1 MB word (longer than a piece), non-ASCII, marks,
     NUL and lone surrogates (not word characters): the definition's hashes, no error."""
-    huge = "x" * 1_000_000
+    huge = "x" * 1_100_000
     texts = [
         "",
         "   \n\t ",
@@ -179,7 +202,6 @@ def test_bad_input_hashes_are_the_definition():
         assert shingle_hashes(t).tolist() == _literal_shingles(t), t[:40]
         assert np.array_equal(minhash_signature(t), _literal_signature(t)), t[:40]
     assert len(shingle_hashes(huge)) == 1 and len(shingle_hashes("one two")) == 1
-    assert max(map(len, nd._WORD_HASHES)) <= nd.MAX_CACHED_WORD_CHARS
 
 
 def test_permutations_wrap_modulo_two_to_the_64(monkeypatch: pytest.MonkeyPatch):
