@@ -227,6 +227,7 @@ class _ChunkWriter:
         first = self.documents - len(self.batch)
         for i, row in enumerate(self.batch):
             text = "\n\n".join(row["paragraphs"])
+            location = dk.location(self.unit, self.chunk, first + i)
             if self.exact:
                 h = dk.hash_bytes(content_hash_of_normalized(text))
                 keys = self.exact_keys.setdefault(
@@ -234,11 +235,14 @@ class _ChunkWriter:
                 )
                 keys.hashes.append(h)
                 keys.doc_ids.append(row["doc_id"])
-                keys.locations.append(dk.location(self.unit, self.chunk, first + i))
+                keys.locations.append(location)
             if self.near:
                 signature = nd.minhash_signature(text)
                 row["signature"] = signature.tobytes()
-                self.bands.append(dk.band_hashes(signature, nd.ROWS_PER_BAND))
+                if nd.has_shingles(signature):
+                    self.bands.append(dk.band_hashes(signature, nd.ROWS_PER_BAND))
+                else:  # no words: a near duplicate of nothing, so in no shared bucket
+                    self.bands.append(dk.unique_band_hashes(location, nd.NUM_BANDS))
             if self.punkt_seed is not None:
                 self.punkt_keys.append(stable_hash64(self.punkt_seed, "punkt", row["doc_id"]))
         self.part.write(self.batch)

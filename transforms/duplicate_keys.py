@@ -110,6 +110,23 @@ def band_hashes(signature: np.ndarray, rows_per_band: int) -> np.ndarray:
     )
 
 
+def unique_band_hashes(location: int, bands: int) -> np.ndarray:
+    """uint64 band hashes that no other document shares (a 64-bit hash of the location and the
+    band): for documents that must land in no LSH bucket with another (those without words,
+    whose all-max signatures would otherwise all share every bucket: O(n**2) candidate pairs)."""
+    return np.fromiter(
+        (
+            int.from_bytes(
+                hashlib.blake2b(f"unique:{location}:{band}".encode(), digest_size=8).digest(),
+                "little",
+            )
+            for band in range(bands)
+        ),
+        dtype=np.uint64,
+        count=bands,
+    )
+
+
 def pack_band(hashes: np.ndarray, locations: np.ndarray) -> bytes:
     """One band's (hash, location) table as bytes."""
     return pickle.dumps(

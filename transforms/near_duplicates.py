@@ -35,6 +35,7 @@ import numpy as np
 
 NUM_PERMUTATIONS = 128
 ROWS_PER_BAND = 8
+NUM_BANDS = NUM_PERMUTATIONS // ROWS_PER_BAND
 SHINGLE_WORDS = 5
 DEFAULT_THRESHOLD = 0.8
 BASE = 0x100000001B3
@@ -208,11 +209,16 @@ def band_keys(signature: np.ndarray) -> list[str]:
 _NO_SHINGLES = np.uint64(np.iinfo(np.uint64).max)
 
 
+def has_shingles(signature: np.ndarray) -> bool:
+    """Whether the signature is of a document with words (not all-max)."""
+    return not (signature == _NO_SHINGLES).all()
+
+
 def similarity(a: np.ndarray, b: np.ndarray) -> float:
     """Estimated Jaccard similarity of two documents from their signatures; 0.0 when either has
     no shingles (a document without words: all-max): it is a near duplicate of nothing, not of
     every other document without words."""
-    if (a == _NO_SHINGLES).all() or (b == _NO_SHINGLES).all():
+    if not (has_shingles(a) and has_shingles(b)):
         return 0.0
     return float(np.mean(a == b))
 

@@ -59,3 +59,21 @@ def test_candidate_pairs_are_the_locations_sharing_a_band_hash():
     assert dk.candidate_pairs([]).shape == (0, 2)
     lone = dk.pack_band(np.array([1, 2], np.uint64), np.array([1, 2], np.int64))
     assert dk.candidate_pairs([lone]).shape == (0, 2)
+
+
+def test_documents_without_words_share_no_band_bucket():
+    """All-max signatures (no words) would all share every band: their unique band hashes make
+    no candidate pair, while documents with equal signatures still pair in every band."""
+    empty = nd.minhash_signature("!!! ... ???")
+    assert not nd.has_shingles(empty) and nd.has_shingles(nd.minhash_signature("one two"))
+    locations = dk.chunk_locations(3, 1, 500)
+    for band in range(nd.NUM_BANDS):
+        hashes = np.array(
+            [dk.unique_band_hashes(int(loc), nd.NUM_BANDS)[band] for loc in locations]
+        )
+        assert len(dk.candidate_pairs([dk.pack_band(hashes, locations)])) == 0
+    table = np.stack([dk.unique_band_hashes(int(loc), nd.NUM_BANDS) for loc in locations])
+    assert len(np.unique(table)) == table.size
+    same = dk.band_hashes(nd.minhash_signature("one two three four five six"), nd.ROWS_PER_BAND)
+    pair = dk.candidate_pairs([dk.pack_band(np.array([same[0], same[0]]), locations[:2])])
+    assert pair.tolist() == [[int(locations[0]), int(locations[1])]]
