@@ -225,8 +225,9 @@ class _ChunkWriter:
         from transforms.text_normalization import content_hash_of_normalized
 
         first = self.documents - len(self.batch)
-        for i, row in enumerate(self.batch):
-            text = "\n\n".join(row["paragraphs"])
+        texts = ["\n\n".join(row["paragraphs"]) for row in self.batch]
+        signatures = nd.minhash_signatures(texts) if self.near else None
+        for i, (row, text) in enumerate(zip(self.batch, texts, strict=True)):
             location = dk.location(self.unit, self.chunk, first + i)
             if self.exact:
                 h = dk.hash_bytes(content_hash_of_normalized(text))
@@ -237,7 +238,7 @@ class _ChunkWriter:
                 keys.doc_ids.append(row["doc_id"])
                 keys.locations.append(location)
             if self.near:
-                signature = nd.minhash_signature(text)
+                signature = signatures[i]  # type: ignore[index]
                 row["signature"] = signature.tobytes()
                 if nd.has_shingles(signature):
                     self.bands.append(dk.band_hashes(signature, nd.ROWS_PER_BAND))

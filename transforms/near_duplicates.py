@@ -114,28 +114,29 @@ def _word_mask(data: np.ndarray) -> np.ndarray:
     return mask
 
 
-def _piece_word_hashes(data: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """uint64 hash of each word of a piece, in order (the piece starts and ends between words)."""
+def _piece_words(data: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(start byte, uint64 hash) of each word of a piece, in order (the piece starts and ends
+    between words)."""
     edges = np.diff(mask.astype(np.int8), prepend=0, append=0)
     starts = np.flatnonzero(edges == 1)
     if not len(starts):
-        return np.empty(0, dtype=np.uint64)
+        return starts, np.empty(0, dtype=np.uint64)
     ends = np.flatnonzero(edges == -1)
     powers, inverse = _powers(len(data) + 1)
     prefix = np.zeros(len(data) + 1, dtype=np.uint64)
     np.cumsum(data.astype(np.uint64) * powers[: len(data)], out=prefix[1:])
     sums = (prefix[ends] - prefix[starts]) * inverse[starts]
     sums += (ends - starts).astype(np.uint64) * np.uint64(LENGTH_WEIGHT)
-    return mix64(sums)
+    return starts, mix64(sums)
 
 
-def word_hashes(text: str) -> np.ndarray:
-    """uint64 hash of each word of ``text``, in text order (see the module docstring)."""
-    data = np.frombuffer(text.lower().encode("utf-8", "surrogatepass"), dtype=np.uint8)
+def _words_of_bytes(data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(start byte, uint64 hash) of each word of lower-cased UTF-8 ``data``, in order, computed
+    in pieces of about ``PIECE_BYTES`` cut between words."""
     mask = _word_mask(data)
     if len(data) <= PIECE_BYTES:
-        return _piece_word_hashes(data, mask)
-    parts = []
+        return _piece_words(data, mask)
+    starts, hashes = [], []
     start = 0
     while start < len(data):
         end = min(start + PIECE_BYTES, len(data))
@@ -146,9 +147,20 @@ def word_hashes(text: str) -> np.ndarray:
             else:  # one word longer than a piece: take all of it
                 after = np.flatnonzero(~mask[end:])
                 end = end + int(after[0]) if len(after) else len(data)
-        parts.append(_piece_word_hashes(data[start:end], mask[start:end]))
+        piece_starts, piece_hashes = _piece_words(data[start:end], mask[start:end])
+        starts.append(piece_starts + start)
+        hashes.append(piece_hashes)
         start = end
-    return np.concatenate(parts)
+    return np.concatenate(starts), np.concatenate(hashes)
+
+
+def _utf8(text: str) -> bytes:
+    return text.lower().encode("utf-8", "surrogatepass")
+
+
+def word_hashes(text: str) -> np.ndarray:
+    """uint64 hash of each word of ``text``, in text order (see the module docstring)."""
+    return _words_of_bytes(np.frombuffer(_utf8(text), dtype=np.uint8))[1]
 
 
 def mix64(x: np.ndarray) -> np.ndarray:
@@ -177,6 +189,51 @@ def shingle_hashes(text: str, words: int = SHINGLE_WORDS) -> np.ndarray:
 def minhash_signature(text: str) -> np.ndarray:
     """uint64[NUM_PERMUTATIONS] MinHash signature; all-max for a document without words."""
     return signature_of_hashes(shingle_hashes(text, SHINGLE_WORDS))
+
+
+def minhash_signatures(texts: Sequence[str]) -> np.ndarray:
+    """uint64[len(texts), NUM_PERMUTATIONS]: ``minhash_signature`` of each text, computed for all
+    of them together (a few vectorized passes per batch instead of per document).
+
+    The texts' lower-cased UTF-8 is joined by ``\\n`` (no word character, so no word spans two
+    texts); each word is assigned to its text by its start byte, shingles are formed within a
+    text only, and each text's minimum per permutation is taken over its own shingles."""
+    out = np.full((len(texts), NUM_PERMUTATIONS), np.iinfo(np.uint64).max, dtype=np.uint64)
+    if not texts:
+        return out
+    parts = [_utf8(t) for t in texts]
+    text_starts = np.zeros(len(parts), dtype=np.int64)
+    np.cumsum([len(b) + 1 for b in parts[:-1]], out=text_starts[1:])
+    word_starts, hashes = _words_of_bytes(np.frombuffer(b"\n".join(parts), dtype=np.uint8))
+    if not len(hashes):
+        return out
+    text_of_word = np.searchsorted(text_starts, word_starts, side="right") - 1
+    words = np.bincount(text_of_word, minlength=len(texts))
+    first_word = np.cumsum(words) - words
+    shingles = np.where(words > 0, np.maximum(words - SHINGLE_WORDS + 1, 1), 0)
+    text_of_shingle = np.repeat(np.arange(len(texts)), shingles)
+    first_shingle = np.cumsum(shingles) - shingles
+    at = first_word[text_of_shingle] + (
+        np.arange(len(text_of_shingle)) - first_shingle[text_of_shingle]
+    )
+    end = (first_word + words)[text_of_shingle]
+    acc = np.zeros(len(at), dtype=np.uint64)
+    last = len(hashes) - 1
+    for k in range(SHINGLE_WORDS):
+        term = hashes[np.minimum(at + k, last)] * SHINGLE_WEIGHTS[k]
+        acc += np.where(at + k < end, term, np.uint64(0))
+    values = mix64(acc)
+    y = np.empty((NUM_PERMUTATIONS, min(len(values), _CHUNK)), dtype=np.uint64)
+    for start in range(0, len(values), _CHUNK):
+        x = values[None, start : start + _CHUNK]
+        yy = y[:, : x.shape[1]]
+        np.multiply(_A, x, out=yy)
+        yy += _B
+        owners = text_of_shingle[start : start + _CHUNK]
+        cuts = np.flatnonzero(np.concatenate(([True], owners[1:] != owners[:-1])))
+        minima = np.minimum.reduceat(yy, cuts, axis=1)
+        np.minimum.at(out, owners[cuts], minima.T)
+    return out
 
 
 def signature_of_hashes(shingles: np.ndarray) -> np.ndarray:
