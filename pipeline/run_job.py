@@ -224,7 +224,7 @@ def run_all(
     from pipeline.input_files import expand_inputs
     from pipeline.instances_job import run_instances_jobs
     from pipeline.split_job import run_split_job
-    from pipeline.tokenize_job import run_tokenize_job
+    from pipeline.tokenize_job import run_split_and_tokenize_jobs, run_tokenize_job
     from pipeline.vocab_job import run_vocab_job
     from tokenizer.vocab import Vocab
 
@@ -252,30 +252,80 @@ def run_all(
     split_fp = stage_fingerprint(
         "split", clean_fp, {"fraction": config.eval.fraction, "seed": config.seed}
     )
-    split_details = runner.stage(
-        "split",
-        split_dir,
-        split_fp,
-        lambda: {
-            "documents": run_split_job(
-                clean_dir,
-                split_dir,
-                config.seed,
-                config.eval.fraction,
-                options_for(),
-            ),
+
+    def split_details_of(documents: dict[str, int]) -> dict:
+        return {
+            "documents": documents,
             "eval_fraction": config.eval.fraction,
             "rule": "stable_hash64(seed, 'eval', doc_id) < fraction * 2**64",
-        },
-    )
+        }
+
+    def split() -> dict:
+        return split_details_of(
+            run_split_job(clean_dir, split_dir, config.seed, config.eval.fraction, options_for())
+        )
 
     vocab_dir = FileSystems.join(out, "vocab")
+    tokens_dir = FileSystems.join(out, "tokens")
+    lowercase = config.vocab.do_lower_case
+
+    def tokens_details_of(manifests: dict[str, dict]) -> dict:
+        return {
+            side: {
+                "files": len(m["files"]),
+                "documents": sum(m["files"].values()),
+                "vocab_sha256": m["vocab_sha256"],
+                "counts": m["counts"],
+            }
+            for side, m in manifests.items()
+        }
+
+    def tokenize(split_details: dict) -> dict:
+        sides = {
+            side: (
+                FileSystems.join(split_dir, side, "documents-*.parquet"),
+                FileSystems.join(tokens_dir, side),
+            )
+            for side in ("train", "eval")
+            if split_details["documents"].get(side, 0)
+        }
+        manifests = run_tokenize_job(sides, vocab_path, lowercase, options_for(), progress)
+        return tokens_details_of(manifests)
+
     if config.vocab.path:
         vocab_path = config.vocab.path
         given = Vocab.from_file(vocab_path)
         vocab_fp = stage_fingerprint("vocab-given", given.sha256)
         vocab_details = {"path": vocab_path, "sha256": given.sha256, "size": len(given)}
+        tokens_fp = stage_fingerprint("tokens", split_fp, vocab_fp, {"do_lower_case": lowercase})
+
+        def split_and_tokenize(names: list[str]) -> dict[str, dict]:
+            """With a given vocabulary nothing runs between the two: one pipeline for both."""
+            if names == ["split"]:
+                return {"split": split()}
+            if names == ["tokenize"]:
+                return {"tokenize": tokenize(_read_stage(split_dir)["details"])}
+            documents, manifests = run_split_and_tokenize_jobs(
+                clean_dir,
+                split_dir,
+                config.seed,
+                config.eval.fraction,
+                tokens_dir,
+                vocab_path,
+                lowercase,
+                options_for(),
+                clean_details["totals"]["documents"],
+                progress,
+            )
+            return {"split": split_details_of(documents), "tokenize": tokens_details_of(manifests)}
+
+        done = runner.stages(
+            [("split", split_dir, split_fp), ("tokenize", tokens_dir, tokens_fp)],
+            split_and_tokenize,
+        )
+        split_details, tokens_details = done["split"], done["tokenize"]
     else:
+        split_details = runner.stage("split", split_dir, split_fp, split)
         vocab_path = FileSystems.join(vocab_dir, "vocab.txt")
         vocab_job = vocab_job_config(config)
         vocab_fp = stage_fingerprint("vocab", split_fp, vocab_job)
@@ -290,32 +340,10 @@ def run_all(
             }
 
         vocab_details = runner.stage("vocab", vocab_dir, vocab_fp, vocab)
-
-    tokens_dir = FileSystems.join(out, "tokens")
-    lowercase = config.vocab.do_lower_case
-    tokens_fp = stage_fingerprint("tokens", split_fp, vocab_fp, {"do_lower_case": lowercase})
-
-    def tokenize() -> dict:
-        sides = {
-            side: (
-                FileSystems.join(split_dir, side, "documents-*.parquet"),
-                FileSystems.join(tokens_dir, side),
-            )
-            for side in ("train", "eval")
-            if split_details["documents"].get(side, 0)
-        }
-        manifests = run_tokenize_job(sides, vocab_path, lowercase, options_for(), progress)
-        return {
-            side: {
-                "files": len(m["files"]),
-                "documents": sum(m["files"].values()),
-                "vocab_sha256": m["vocab_sha256"],
-                "counts": m["counts"],
-            }
-            for side, m in manifests.items()
-        }
-
-    tokens_details = runner.stage("tokenize", tokens_dir, tokens_fp, tokenize)
+        tokens_fp = stage_fingerprint("tokens", split_fp, vocab_fp, {"do_lower_case": lowercase})
+        tokens_details = runner.stage(
+            "tokenize", tokens_dir, tokens_fp, lambda: tokenize(split_details)
+        )
     if split_details["documents"].get("train", 0) and not tokens_details.get("train", {}).get(
         "documents"
     ):

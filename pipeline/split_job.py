@@ -43,7 +43,8 @@ def split_schema():
 
 
 class SplitFileFn(CountingDoFn):
-    """A clean documents file → its train and eval halves, written beside each other."""
+    """A clean documents file → its train and eval halves, written beside each other; emits
+    (side, path) of each half written (an empty half is not)."""
 
     def __init__(self, output: str, seed: int, fraction: float) -> None:
         self._output = output
@@ -64,30 +65,33 @@ class SplitFileFn(CountingDoFn):
             if part.num_rows:
                 target = FileSystems.join(self._output, side, name)
                 write_parquet_atomically(target, part.cast(split_schema()))
-        return []
+                yield (side, target)
 
 
-def run_split_job(
-    clean_dir: str, output: str, seed: int, fraction: float, options
-) -> dict[str, int]:
-    """Writes ``output/{train,eval}/documents-*.parquet`` and ``output/manifest.json`` (rows per
-    file, reconciled against the workers' counts); returns documents per side."""
-    import time
-
+def prepare_split(clean_dir: str, output: str) -> list[str]:
+    """Clears the job's earlier output; returns the clean documents files to split."""
     scaffold.prepare_output(output, [f"{side}/documents-*.parquet" for side in SIDES])
-    files = matching_paths(FileSystems.join(clean_dir, "documents-*.parquet"))
+    return matching_paths(FileSystems.join(clean_dir, "documents-*.parquet"))
+
+
+def add_split(p, files: list[str], output: str, seed: int, fraction: float, prefix: str = ""):
+    """Adds the split to pipeline ``p``; returns the PCollection of (side, path) written."""
+    split = (
+        p
+        | f"{prefix}ListFiles" >> beam.Create(files, reshuffle=False)
+        | f"{prefix}SpreadFiles" >> beam.Reshuffle()
+        | f"{prefix}Split"
+        >> beam.ParDo(SplitFileFn(output, seed, fraction)).with_outputs(STATS_TAG, main="written")
+    )
     counts_path = FileSystems.join(output, scaffold.RESULT)
-    started = time.monotonic()
-    with beam.Pipeline(options=options) as p:
-        split = (
-            p
-            | "ListFiles" >> beam.Create(files, reshuffle=False)
-            | "SpreadFiles" >> beam.Reshuffle()
-            | "Split"
-            >> beam.ParDo(SplitFileFn(output, seed, fraction)).with_outputs(STATS_TAG, main="none")
-        )
-        split[STATS_TAG] | "SaveCounts" >> scaffold.SaveCounts(counts_path)
-    counts = scaffold.take_counts(counts_path)
+    split[STATS_TAG] | f"{prefix}SaveCounts" >> scaffold.SaveCounts(counts_path)
+    return split.written
+
+
+def finish_split(output: str, seed: int, fraction: float, elapsed: float) -> dict[str, int]:
+    """Reconciles the workers' counts with the files and writes the manifest; returns documents
+    per side."""
+    counts = scaffold.take_counts(FileSystems.join(output, scaffold.RESULT))
     written = {
         side: {
             path.rsplit("/", 1)[-1]: parquet_rows(path)
@@ -107,6 +111,20 @@ def run_split_job(
         output,
         MANIFEST_FORMAT,
         {"seed": seed, "fraction": fraction, "documents": documents, "files": written},
-        time.monotonic() - started,
+        elapsed,
     )
     return documents
+
+
+def run_split_job(
+    clean_dir: str, output: str, seed: int, fraction: float, options
+) -> dict[str, int]:
+    """Writes ``output/{train,eval}/documents-*.parquet`` and ``output/manifest.json`` (rows per
+    file, reconciled against the workers' counts); returns documents per side."""
+    import time
+
+    files = prepare_split(clean_dir, output)
+    started = time.monotonic()
+    with beam.Pipeline(options=options) as p:
+        add_split(p, files, output, seed, fraction)
+    return finish_split(output, seed, fraction, time.monotonic() - started)

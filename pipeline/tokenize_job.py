@@ -29,46 +29,34 @@ class TokenizeReconciliationError(scaffold.ReconciliationError):
     """The workers' counts disagree with the token files."""
 
 
-def run_tokenize_job(
-    sides: dict[str, tuple[str, str]],
-    vocab_path: str,
-    do_lower_case: bool,
-    options,
-    progress: Callable[[str], None] | None = None,
-) -> dict[str, dict]:
-    """Tokenizes, for each side, the documents files at ``pattern`` into ``output`` (``sides``
-    maps a name to (pattern, output)), all in one pipeline; returns each side's manifest.
-    ``progress`` receives the periodic progress lines when stderr is not a terminal."""
-    vocab = Vocab.from_file(vocab_path)
-    work = []
-    for name, (pattern, output) in sorted(sides.items()):
+def prepare_tokenize(outputs: dict[str, str]) -> str:
+    """Clears each side's earlier output; returns the progress directory."""
+    for output in outputs.values():
         scaffold.prepare_output(output, ("tokens-*", ".rejects-*", scaffold.REJECTS))
-        work += [(name, path) for path in matching_paths(pattern)]
-    outputs = {name: output for name, (_, output) in sides.items()}
-    first_output = next(iter(outputs.values()))
-    counts_path = FileSystems.join(first_output, scaffold.RESULT)
-    watch = progress_dir(first_output)
-    p = beam.Pipeline(options=options)
-    tokenized = (
-        p
-        | "ListFiles" >> beam.Create(work, reshuffle=False)
-        | "SpreadFiles" >> beam.Reshuffle()
-        | "Tokenize"
-        >> beam.ParDo(
-            TokenizeFileFn(vocab, do_lower_case, outputs, ProgressReporter(watch))
-        ).with_outputs(STATS_TAG, main="none")
-    )
-    tokenized[STATS_TAG] | "SaveCounts" >> scaffold.SaveCounts(counts_path)
-    total = sum(parquet_rows(path) for _, path in work)
-    started = time.monotonic()
-    with ProgressMonitor(watch, "tokenize", total, "documents", progress) as monitor:
-        result = p.run()
-        monitor.follow(result)
-        result.wait_until_finish()
-    all_counts = scaffold.take_counts(counts_path)
-    elapsed = time.monotonic() - started
+    return progress_dir(next(iter(outputs.values())))
+
+
+def add_tokenize(
+    work, vocab: Vocab, do_lower_case: bool, outputs: dict[str, str], watch: str, prefix: str = ""
+) -> None:
+    """Adds the tokenization of ``work`` (a PCollection of (side, documents file)) to its
+    pipeline; the counts go to the first side's output."""
+    counts_path = FileSystems.join(next(iter(outputs.values())), scaffold.RESULT)
+    tokenized = work | f"{prefix}Tokenize" >> beam.ParDo(
+        TokenizeFileFn(vocab, do_lower_case, outputs, ProgressReporter(watch))
+    ).with_outputs(STATS_TAG, main="none")
+    tokenized[STATS_TAG] | f"{prefix}SaveCounts" >> scaffold.SaveCounts(counts_path)
+
+
+def finish_tokenize(
+    sides: dict[str, tuple[str, str]], vocab: Vocab, do_lower_case: bool, elapsed: float
+) -> dict[str, dict]:
+    """Merges rejects, reconciles the workers' counts with the token files and writes each side's
+    manifest (its inputs: what ``pattern`` matches now); returns the manifests by side."""
+    first_output = next(iter(sides.values()))[1]
+    all_counts = scaffold.take_counts(FileSystems.join(first_output, scaffold.RESULT))
     manifests = {}
-    for name, (_, output) in sorted(sides.items()):
+    for name, (pattern, output) in sorted(sides.items()):
         prefix = f"{name}."
         counts = {k[len(prefix) :]: v for k, v in all_counts.items() if k.startswith(prefix)}
         rejected = merge_reject_parts(
@@ -85,7 +73,7 @@ def run_tokenize_job(
             TokenizeReconciliationError,
         )
         manifest = {
-            "inputs": [path.rsplit("/", 1)[-1] for side, path in work if side == name],
+            "inputs": [path.rsplit("/", 1)[-1] for path in matching_paths(pattern)],
             "vocab_sha256": vocab.sha256,
             "do_lower_case": do_lower_case,
             "files": indexes,
@@ -94,3 +82,87 @@ def run_tokenize_job(
         }
         manifests[name] = scaffold.write_manifest(output, MANIFEST_FORMAT, manifest, elapsed)
     return manifests
+
+
+def run_tokenize_job(
+    sides: dict[str, tuple[str, str]],
+    vocab_path: str,
+    do_lower_case: bool,
+    options,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, dict]:
+    """Tokenizes, for each side, the documents files at ``pattern`` into ``output`` (``sides``
+    maps a name to (pattern, output)), all in one pipeline; returns each side's manifest.
+    ``progress`` receives the periodic progress lines when stderr is not a terminal."""
+    vocab = Vocab.from_file(vocab_path)
+    outputs = {name: output for name, (_, output) in sides.items()}
+    watch = prepare_tokenize(outputs)
+    work = [
+        (name, path)
+        for name, (pattern, _) in sorted(sides.items())
+        for path in matching_paths(pattern)
+    ]
+    p = beam.Pipeline(options=options)
+    listed = (
+        p | "ListFiles" >> beam.Create(work, reshuffle=False) | "SpreadFiles" >> beam.Reshuffle()
+    )
+    add_tokenize(listed, vocab, do_lower_case, outputs, watch)
+    total = sum(parquet_rows(path) for _, path in work)
+    started = time.monotonic()
+    with ProgressMonitor(watch, "tokenize", total, "documents", progress) as monitor:
+        result = p.run()
+        monitor.follow(result)
+        result.wait_until_finish()
+    return finish_tokenize(sides, vocab, do_lower_case, time.monotonic() - started)
+
+
+def run_split_and_tokenize_jobs(
+    clean_dir: str,
+    split_output: str,
+    seed: int,
+    fraction: float,
+    tokens_dir: str,
+    vocab_path: str,
+    do_lower_case: bool,
+    options,
+    total_documents: int,
+    progress: Callable[[str], None] | None = None,
+) -> tuple[dict[str, int], dict[str, dict]]:
+    """The split and the tokenize jobs as one pipeline (one runner start-up): each half a split
+    worker writes goes straight on to tokenization. Each job keeps its own files, counts and
+    manifest, as when run alone; returns (documents per side, tokenize manifests by side, for
+    the sides that have documents)."""
+    from pipeline.split_job import SIDES, add_split, finish_split, prepare_split
+
+    vocab = Vocab.from_file(vocab_path)
+    files = prepare_split(clean_dir, split_output)
+    outputs = {side: FileSystems.join(tokens_dir, side) for side in SIDES}
+    watch = prepare_tokenize(outputs)
+    p = beam.Pipeline(options=options)
+    written = add_split(p, files, split_output, seed, fraction, prefix="Split")
+    spread = written | "SpreadHalves" >> beam.Reshuffle()
+    add_tokenize(spread, vocab, do_lower_case, outputs, watch)
+    started = time.monotonic()
+    with ProgressMonitor(watch, "tokenize", total_documents, "documents", progress) as monitor:
+        result = p.run()
+        monitor.follow(result)
+        result.wait_until_finish()
+    elapsed = time.monotonic() - started
+    documents = finish_split(split_output, seed, fraction, elapsed)
+    sides = {
+        side: (FileSystems.join(split_output, side, "documents-*.parquet"), outputs[side])
+        for side in SIDES
+        if documents.get(side, 0)
+    }
+    if not sides:
+        return documents, {}
+    if "train" not in sides:  # the counts file lives in the first side's output
+        _move_counts(outputs["train"], outputs["eval"])
+    return documents, finish_tokenize(sides, vocab, do_lower_case, elapsed)
+
+
+def _move_counts(source_dir: str, target_dir: str) -> None:
+    source = FileSystems.join(source_dir, scaffold.RESULT)
+    target = FileSystems.join(target_dir, scaffold.RESULT)
+    if FileSystems.exists(source):
+        FileSystems.rename([source], [target])
