@@ -140,7 +140,15 @@ def run_split_and_tokenize_jobs(
     watch = prepare_tokenize(outputs)
     p = beam.Pipeline(options=options)
     written = add_split(p, files, split_output, seed, fraction, prefix="Split")
-    spread = written | "SpreadHalves" >> beam.Reshuffle()
+    # Both halves of a clean file under one key, so that the runner, which deals keys out to
+    # its workers in turn, gives each worker its share of the (large) training halves; a
+    # Reshuffle's key per element would alternate train and eval halves between two workers.
+    spread = (
+        written
+        | "KeyHalvesByFile" >> beam.Map(lambda half: (half[1].rsplit("/", 1)[-1], half))
+        | "GroupHalves" >> beam.GroupByKey()
+        | "Halves" >> beam.FlatMap(lambda group: sorted(group[1]))
+    )
     add_tokenize(spread, vocab, do_lower_case, outputs, watch)
     started = time.monotonic()
     with ProgressMonitor(watch, "tokenize", total_documents, "documents", progress) as monitor:
