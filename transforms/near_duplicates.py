@@ -222,18 +222,24 @@ def minhash_signatures(texts: Sequence[str]) -> np.ndarray:
     for k in range(SHINGLE_WORDS):
         term = hashes[np.minimum(at + k, last)] * SHINGLE_WEIGHTS[k]
         acc += np.where(at + k < end, term, np.uint64(0))
-    values = mix64(acc)
+    _permuted_minima(mix64(acc), text_of_shingle, out)
+    return out
+
+
+def _permuted_minima(values: np.ndarray, owners: np.ndarray, out: np.ndarray) -> None:
+    """Lowers ``out[owner]`` (uint64[..., NUM_PERMUTATIONS]) to the minimum of ``(a*x + b) mod
+    2**64`` over the values ``x`` of each owner (``owners`` ascending, one per value), in column
+    chunks that stay in cache."""
     y = np.empty((NUM_PERMUTATIONS, min(len(values), _CHUNK)), dtype=np.uint64)
     for start in range(0, len(values), _CHUNK):
         x = values[None, start : start + _CHUNK]
         yy = y[:, : x.shape[1]]
         np.multiply(_A, x, out=yy)
         yy += _B
-        owners = text_of_shingle[start : start + _CHUNK]
-        cuts = np.flatnonzero(np.concatenate(([True], owners[1:] != owners[:-1])))
+        chunk_owners = owners[start : start + _CHUNK]
+        cuts = np.flatnonzero(np.concatenate(([True], chunk_owners[1:] != chunk_owners[:-1])))
         minima = np.minimum.reduceat(yy, cuts, axis=1)
-        np.minimum.at(out, owners[cuts], minima.T)
-    return out
+        np.minimum.at(out, chunk_owners[cuts], minima.T)
 
 
 def signature_of_hashes(shingles: np.ndarray) -> np.ndarray:
@@ -244,13 +250,7 @@ def signature_of_hashes(shingles: np.ndarray) -> np.ndarray:
     if not len(shingles):
         return out
     shingles = np.asarray(shingles, dtype=np.uint64)
-    y = np.empty((NUM_PERMUTATIONS, min(len(shingles), _CHUNK)), dtype=np.uint64)
-    for start in range(0, len(shingles), _CHUNK):
-        x = shingles[None, start : start + _CHUNK]
-        yy = y[:, : x.shape[1]]
-        np.multiply(_A, x, out=yy)
-        yy += _B
-        np.minimum(out, yy.min(axis=1), out=out)
+    _permuted_minima(shingles, np.zeros(len(shingles), dtype=np.int64), out[None, :])
     return out
 
 
