@@ -12,8 +12,8 @@ from setuptools import find_packages, setup
 
 
 def _version() -> str:
-    """``PACKAGE_VERSION`` in pipeline/job_config.py: one place, also in every stage fingerprint."""
-    text = (Path(__file__).resolve().parent / "pipeline" / "job_config.py").read_text()
+    """``PACKAGE_VERSION`` in pipeline/jobs/config.py: one place, also in every stage fingerprint."""
+    text = (Path(__file__).resolve().parent / "pipeline" / "jobs" / "config.py").read_text()
     return re.search(r'^PACKAGE_VERSION = "([^"]+)"', text, re.M).group(1)
 
 

@@ -115,9 +115,9 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(args.work or tempfile.mkdtemp(prefix="dynmask-"))
     work.mkdir(parents=True, exist_ok=True)
 
-    from pipeline.beam_options import make_pipeline_options
-    from pipeline.run_config import load_run_config
-    from pipeline.run_job import run_all
+    from pipeline.jobs.run import run_all
+    from pipeline.jobs.run_config import load_run_config
+    from pipeline.runtime.beam_options import make_pipeline_options
 
     config = load_run_config(
         run_config(work, args.books, args.vocab, args.seq, args.predictions, args.shards)

@@ -82,7 +82,7 @@ def main() -> None:
     ap.add_argument("--baseline", metavar="REV")
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
-    from pipeline.punkt_files import load_punkt_tables
+    from pipeline.files.punkt_files import load_punkt_tables
     from transforms.sentences import SentenceSplitter
 
     tables = load_punkt_tables("english", [CORPORA / "nltk_data"])

@@ -90,7 +90,7 @@ def _paragraphs_of(path: Path) -> list[str]:
 def build_pool(progress=print) -> list[str]:
     """The deduplicated sentences of every shared book and dump, in source order."""
     from benchmarks.markup_debris import markup_debris
-    from pipeline.punkt_files import load_splitter
+    from pipeline.files.punkt_files import load_splitter
     from transforms.text_normalization import normalize_text
 
     splitter = load_splitter("english", [CORPORA / "nltk_data"])

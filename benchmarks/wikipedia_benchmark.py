@@ -173,7 +173,7 @@ def _their_sentences(path: Path, titles: set[str]) -> dict[str, str]:
 
 def _stage_alone() -> tuple[float, float, float, int]:
     """(XML MB, seconds XML → paragraphs, seconds Punkt split, sentences) in this process."""
-    from pipeline.punkt_files import load_splitter
+    from pipeline.files.punkt_files import load_splitter
     from transforms.mediawiki_xml import WikiPage, iter_pages
     from transforms.text_normalization import normalize_text
     from transforms.wikitext import wikitext_to_paragraphs

@@ -14,12 +14,12 @@ import traceback
 def _quiet_logging(verbose: bool) -> None:
     """Beam logs start-up chatter at WARNING (missing GCP extras on import, worker arguments),
     in the launcher and in every multi-process worker, and TensorFlow prints its own; show it
-    only with --verbose (``pipeline.quiet``). Our own progress goes to stderr directly."""
+    only with --verbose (``pipeline.runtime.quiet``). Our own progress goes to stderr directly."""
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    from pipeline.quiet import quiet_subprocesses, use_worker_site
+    from pipeline.runtime.quiet import quiet_subprocesses, use_worker_site
 
     if verbose:
         use_worker_site()
@@ -73,7 +73,11 @@ def unknown_argument_error(
     beam_names: list[str] = []
     unknown = extra
     if takes_beam_options:
-        from pipeline.beam_options import BeamOptionError, beam_option_names, unknown_beam_arguments
+        from pipeline.runtime.beam_options import (
+            BeamOptionError,
+            beam_option_names,
+            unknown_beam_arguments,
+        )
 
         try:
             unknown = unknown_beam_arguments(extra)

@@ -1,7 +1,7 @@
 """How ``shards/`` reaches files: a five-call seam, so this package imports no filesystem library.
 
 ``LocalFiles`` (the default everywhere in ``shards/``) reads local paths. Remote paths (``gs://``,
-``s3://``) are read through the caller's access: ``pipeline.shard_files.BeamFiles`` (Beam's
+``s3://``) are read through the caller's access: ``pipeline.files.shard_files.BeamFiles`` (Beam's
 FileSystems) for the shard tools, ``trainer.input_pipeline.TfFileSystem`` (``tf.io.gfile``) for
 the trainer. An access object must pickle: the parallel scan sends it to worker processes.
 """
@@ -48,7 +48,7 @@ class LocalFiles:
         if "://" in path:
             raise ShardPathError(
                 f"{path}: a remote path needs a file access that reaches it (the shard tools "
-                "read remote paths through Beam's FileSystems: pipeline.shard_files.BeamFiles)"
+                "read remote paths through Beam's FileSystems: pipeline.files.shard_files.BeamFiles)"
             )
         return path
 

@@ -173,7 +173,7 @@ class BatchParser:
     """Parses serialized records into feature → (N, length) arrays with TensorFlow."""
 
     def __init__(self, sizes: RecordSizes) -> None:
-        from pipeline.quiet import import_tensorflow
+        from pipeline.runtime.quiet import import_tensorflow
 
         tf = import_tensorflow()
         self._tf = tf

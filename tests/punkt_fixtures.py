@@ -6,7 +6,7 @@ from pathlib import Path
 
 from nltk.tokenize.punkt import PunktParameters
 
-from pipeline.punkt_files import save_punkt_parameters
+from pipeline.files.punkt_files import save_punkt_parameters
 
 
 def hand_params() -> PunktParameters:

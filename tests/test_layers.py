@@ -86,12 +86,12 @@ def test_lower_layers_import_without_the_frameworks(packages, blocked):
 
 
 def test_the_check_catches_a_violation():
-    result = imports_without(("apache_beam",), ["pipeline.artifacts"])
-    assert "layer violation: apache_beam" in result["failures"]["pipeline.artifacts"]
+    result = imports_without(("apache_beam",), ["pipeline.files.artifacts"])
+    assert "layer violation: apache_beam" in result["failures"]["pipeline.files.artifacts"]
     result = imports_without(
         ("apache_beam",),
         [],
-        then="from pipeline.shard_files import BeamFiles\nBeamFiles().exists('x')",
+        then="from pipeline.files.shard_files import BeamFiles\nBeamFiles().exists('x')",
     )
     assert "layer violation: apache_beam" in result["failures"]["LAYER_CHECK_THEN"]
 
@@ -110,3 +110,74 @@ def test_shards_resolve_and_scan_local_shards_without_beam(tmp_path):
     )
     result = imports_without(("apache_beam",), [], then=script)
     assert result == {"failures": {}, "leaked": []}
+
+
+PIPELINE_ORDER = ("runtime", "files", "steps", "jobs", "commands")
+"""``pipeline/``'s subpackages, lowest first: a module imports only from its own subpackage or a
+lower one (so no two subpackages import each other), and top-level modules (``cli``) from any."""
+
+
+def pipeline_imports() -> list[tuple[str, str, list[str]]]:
+    """(importing module, imported ``pipeline.*`` module, names imported) for every import
+    statement of ``pipeline/``, lazy ones inside functions included."""
+    import ast
+
+    found = []
+    for path in sorted((ROOT / "pipeline").rglob("*.py")):
+        module = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                if node.module == "pipeline":
+                    for alias in node.names:
+                        found.append((module, f"pipeline.{alias.name}", []))
+                elif node.module.startswith("pipeline."):
+                    found.append((module, node.module, [a.name for a in node.names]))
+            elif isinstance(node, ast.Import):
+                found.extend(
+                    (module, a.name, []) for a in node.names if a.name.startswith("pipeline.")
+                )
+    return found
+
+
+def subpackage_of(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 2 and parts[1] in PIPELINE_ORDER else None
+
+
+def test_pipeline_subpackages_import_downward_only():
+    imports = pipeline_imports()
+    assert len(imports) > 50
+    upward = []
+    for importer, imported, _ in imports:
+        mine, theirs = subpackage_of(importer), subpackage_of(imported)
+        if mine is None or theirs is None or importer == "pipeline.moved":
+            continue
+        if PIPELINE_ORDER.index(theirs) > PIPELINE_ORDER.index(mine):
+            upward.append(f"{importer} imports {imported}")
+    assert upward == []
+
+
+def test_no_module_reaches_into_another_subpackages_private_names():
+    private = [
+        f"{importer} imports {imported}.{name}"
+        for importer, imported, names in pipeline_imports()
+        for name in names
+        if name.startswith("_") and subpackage_of(importer) != subpackage_of(imported)
+    ]
+    assert private == []
+
+
+def test_the_old_flat_module_paths_still_import_as_the_new_modules():
+    import importlib
+
+    from pipeline.moved import OLD_TO_NEW
+
+    for old, new in OLD_TO_NEW.items():
+        assert importlib.import_module(f"pipeline.{old}") is importlib.import_module(
+            f"pipeline.{new}"
+        ), old
+    assert sorted(p.name for p in (ROOT / "pipeline").glob("*.py")) == [
+        "__init__.py",
+        "cli.py",
+        "moved.py",
+    ]

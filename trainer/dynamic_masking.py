@@ -72,7 +72,7 @@ class DynamicMasking:
 
     @classmethod
     def from_manifest(cls, spec: dict, seed: int = 0) -> DynamicMasking:
-        """From a manifest's ``dynamic_masking`` section (``pipeline.instances_job``)."""
+        """From a manifest's ``dynamic_masking`` section (``pipeline.jobs.instances``)."""
         excluded = np.zeros(int(spec["vocab_size"]), dtype=bool)
         for start, end in spec.get("replacement_excluded_ranges", []):
             excluded[int(start) : int(end)] = True

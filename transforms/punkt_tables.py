@@ -11,7 +11,7 @@ Punkt's parameters are four tables, stored as the ``punkt_tab`` files nltk_data 
 ``PunktTables`` holds them as plain, immutable, picklable data. ``to_texts`` writes sorted,
 ``\\n``-terminated rows, so the same parameters always give the same bytes; ``from_texts`` also
 reads NLTK's own files (unsorted, no final newline). Finding and reading the files is the
-pipeline layer's job (``pipeline.punkt_files``). Importing this module does not import NLTK,
+pipeline layer's job (``pipeline.files.punkt_files``). Importing this module does not import NLTK,
 so a process that only passes the tables on (the job's launcher) never pays for it.
 """
 

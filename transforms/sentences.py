@@ -1,7 +1,7 @@
 """Sentence splitting with NLTK's Punkt, from plain-text parameter tables (never from a pickle).
 
 ``SentenceSplitter`` takes already-loaded ``transforms.punkt_tables.PunktTables`` (plain,
-immutable, picklable data; ``pipeline.punkt_files`` finds and reads the ``punkt_tab`` files)
+immutable, picklable data; ``pipeline.files.punkt_files`` finds and reads the ``punkt_tab`` files)
 and builds the NLTK tokenizer from them lazily in each process. ``train_punkt_parameters``
 learns new parameters from text.
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pipeline.clean_job import CleanJobConfig
 from pipeline.commands.common import (
     add_command,
     add_job_flags,
     run_job_command,
 )
+from pipeline.jobs.clean import CleanJobConfig
 
 HELP = "clean raw corpora into sentence-split documents (Parquet + BERT text export)"
 EPILOG = """\
@@ -65,7 +65,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace, beam_args: list[str]) -> int:
-    from pipeline.clean_job import run_clean_job
+    from pipeline.jobs.clean import run_clean_job
 
     manifest = run_job_command("clean", CleanJobConfig, run_clean_job, args, beam_args)
     for source, counts in sorted(manifest["counts"].items()):

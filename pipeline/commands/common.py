@@ -112,7 +112,7 @@ def add_job_flags(
     spellings."""
     from typing import get_type_hints
 
-    from pipeline.job_config import flag_defaults
+    from pipeline.jobs.config import flag_defaults
 
     hints = get_type_hints(job)
     defaults = flag_defaults(job)
@@ -150,7 +150,7 @@ def run_job_command(
     """Runs a Beam job from its command's flags: ``run_job(config, options, progress)`` with
     ``job`` (its config dataclass) made from ``args``, Beam's options from ``beam_args`` and
     progress lines on stderr; returns the job's manifest."""
-    from pipeline.beam_options import make_pipeline_options
+    from pipeline.runtime.beam_options import make_pipeline_options
 
     config = job_config_from_args(job, args)
     return run_job(config, make_pipeline_options(beam_args), progress_printer(command))

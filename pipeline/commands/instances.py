@@ -6,7 +6,6 @@ import argparse
 import sys
 import time
 
-from pipeline.beam_options import make_pipeline_options
 from pipeline.commands.common import (
     add_command,
     add_job_flags,
@@ -14,12 +13,13 @@ from pipeline.commands.common import (
     parse_bool,
     progress_printer,
 )
-from pipeline.instances_job import (
+from pipeline.jobs.config import flag_defaults
+from pipeline.jobs.instances import (
     InstancesJobConfig,
     JobConfigError,
     run_instances_job,
 )
-from pipeline.job_config import flag_defaults
+from pipeline.runtime.beam_options import make_pipeline_options
 from transforms.features import DYNAMIC, INPUT_MODES, MASKINGS
 
 DEFAULTS = flag_defaults(InstancesJobConfig)

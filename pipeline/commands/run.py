@@ -47,9 +47,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace, beam_args: list[str]) -> int:
-    from pipeline.beam_options import make_pipeline_options
-    from pipeline.run_config import load_run_config
-    from pipeline.run_job import format_summary, run_all
+    from pipeline.jobs.run import format_summary, run_all
+    from pipeline.jobs.run_config import load_run_config
+    from pipeline.runtime.beam_options import make_pipeline_options
 
     progress = progress_printer("run")
     config = load_run_config(args.config or SAMPLE_CONFIG, args.set)

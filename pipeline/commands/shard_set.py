@@ -47,7 +47,7 @@ def add_workers_argument(p: argparse.ArgumentParser) -> None:
 def resolve_shard_set(args: argparse.Namespace, manifest_path: str | None = None) -> ShardSet:
     """The command's shard set (``shards.shard_set.open_shard_set``), read through Beam's
     FileSystems (local paths, ``gs://``)."""
-    from pipeline.shard_files import BeamFiles
+    from pipeline.files.shard_files import BeamFiles
     from shards.shard_set import open_shard_set
 
     return open_shard_set(

@@ -201,7 +201,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     if extra:
         raise UserError(f"unknown arguments {' '.join(extra)}")
     try:
-        from pipeline.quiet import import_tensorflow
+        from pipeline.runtime.quiet import import_tensorflow
 
         import_tensorflow()  # first, so that its start-up lines stay quiet
         from trainer.evaluation import evaluate_run

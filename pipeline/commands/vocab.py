@@ -11,8 +11,8 @@ from pipeline.commands.common import (
     add_job_flags,
     run_job_command,
 )
-from pipeline.job_config import flag_defaults
-from pipeline.vocab_job import VocabJobConfig
+from pipeline.jobs.config import flag_defaults
+from pipeline.jobs.vocab import VocabJobConfig
 
 HELP = "train a BERT WordPiece vocab.txt on the cleaned corpus, with a report"
 
@@ -60,7 +60,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace, beam_args: list[str]) -> int:
-    from pipeline.vocab_job import run_vocab_job
+    from pipeline.jobs.vocab import run_vocab_job
 
     manifest = run_job_command("vocab", VocabJobConfig, run_vocab_job, args, beam_args)
     report = manifest["report"]

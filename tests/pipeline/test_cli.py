@@ -268,7 +268,7 @@ def test_reference_command_line_matches_native_flags(
 def test_reference_flag_values_and_conflicts(tmp_path, capsys):
     from pipeline.cli import build_parser
     from pipeline.commands.instances import config_from_args
-    from pipeline.instances_job import JobConfigError
+    from pipeline.jobs.instances import JobConfigError
 
     def config(*argv: str):
         return config_from_args(build_parser().parse_args(["instances", *argv]))
@@ -422,13 +422,13 @@ def test_user_errors_end_every_command_the_same_way(
 
 
 def test_every_user_facing_error_derives_from_user_error():
-    from pipeline.beam_options import BeamOptionError, UnsafeRunnerModeError
-    from pipeline.clean_job import CleanConfigError, CleanReconciliationError
-    from pipeline.input_files import NoInputFilesError
-    from pipeline.instances_job import JobConfigError, NoInstancesError, ReconciliationError
-    from pipeline.run_config import ConfigError
-    from pipeline.run_job import EmptyTokensError
-    from pipeline.vocab_job import VocabJobError
+    from pipeline.files.input_files import NoInputFilesError
+    from pipeline.jobs.clean import CleanConfigError, CleanReconciliationError
+    from pipeline.jobs.instances import JobConfigError, NoInstancesError, ReconciliationError
+    from pipeline.jobs.run import EmptyTokensError
+    from pipeline.jobs.run_config import ConfigError
+    from pipeline.jobs.vocab import VocabJobError
+    from pipeline.runtime.beam_options import BeamOptionError, UnsafeRunnerModeError
     from shards.files import ShardPathError
     from tokenizer.vocab import VocabError
     from transforms.errors import UserError

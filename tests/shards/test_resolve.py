@@ -72,7 +72,7 @@ def test_non_shard_files_never_count(tmp_path):
 def test_every_file_access_resolves_the_same_files(tmp_path):
     """The shard tools read through Beam's FileSystems, the trainer through tf.io.gfile: the
     same patterns name the same shards."""
-    from pipeline.shard_files import BeamFiles
+    from pipeline.files.shard_files import BeamFiles
 
     out = tmp_path / "run"
     for side in ("train", "eval"):

@@ -28,7 +28,7 @@ SMALL = {
 @pytest.fixture(scope="session")
 def shards(tmp_path_factory, sample_corpus_files, sample_vocab_path) -> Path:
     """Train shards: seq 64, 10 predictions, 2 shards, dupe factor 1 (with manifest.json)."""
-    from tests.pipeline.test_instances_job import run_job
+    from tests.pipeline.jobs.test_instances import run_job
 
     tmp = tmp_path_factory.mktemp("trainer-shards")
     inputs = [str(sample_corpus_files[0].parent / "*.txt")]

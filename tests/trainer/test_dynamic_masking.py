@@ -249,7 +249,7 @@ def _unmask(batch: dict) -> dict:
 
 @pytest.fixture(scope="module")
 def unmasked_shards(tmp_path_factory, sample_corpus_files, sample_vocab_path):
-    from tests.pipeline.test_instances_job import run_job
+    from tests.pipeline.jobs.test_instances import run_job
 
     _, out = run_job(
         tmp_path_factory.mktemp("dynamic"),

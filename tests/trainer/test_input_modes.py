@@ -25,7 +25,7 @@ MODES = [
 
 @pytest.fixture(scope="module")
 def kind_shards(tmp_path_factory, sample_corpus_files, sample_vocab_path):
-    from tests.pipeline.test_instances_job import run_job
+    from tests.pipeline.jobs.test_instances import run_job
 
     tmp = tmp_path_factory.mktemp("kind-shards")
     inputs = [str(sample_corpus_files[0].parent / "*.txt")]

@@ -20,7 +20,11 @@ from nltk.tokenize.punkt import (
     PunktSentenceTokenizer,
 )
 
-from pipeline.punkt_files import load_punkt_parameters_from, load_splitter, save_punkt_parameters
+from pipeline.files.punkt_files import (
+    load_punkt_parameters_from,
+    load_splitter,
+    save_punkt_parameters,
+)
 from tests.conftest import require_corpora
 from tests.punkt_fixtures import hand_params
 from transforms.book_text import clean_book

@@ -1,0 +1,277 @@
+"""Global shuffle into ``num_shards`` TFRecord files whose record counts differ by at most one.
+
+Every record has a global position: tasks ((bucket, dupe) pairs) in sorted order, records in
+creation order within a task. Position ``g`` goes to shard ``g % num_shards`` (see
+``transforms.shard_layout``), so shard sizes differ by at most one; within a shard, records are
+ordered by a keyed random 63-bit key. Consecutive instances of one document therefore land in
+different shards, and each shard mixes all buckets. A shard writer reads its block from every
+task's spill file, writes under a temporary name in a hidden directory that no shard reader looks
+into, renames, then reads the file back and counts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import tempfile
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+
+import apache_beam as beam
+import numpy as np
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+
+from pipeline.files.artifacts import commit, temporary_name
+from pipeline.files.spills import GroupSpill, TaskSpill, task_offsets
+from pipeline.runtime.counters import NAMESPACE
+from transforms.shard_layout import (
+    KEY_LIMIT,
+    key_ranges,
+    parse_block_in_range,
+    residue_count,
+    residue_for_shard,
+)
+from transforms.tfrecord import count_and_hash_records
+
+COMPRESSIONS = {"none": CompressionTypes.UNCOMPRESSED, "gzip": CompressionTypes.GZIP}
+SUFFIXES = {"none": ".tfrecord", "gzip": ".tfrecord.gz"}
+DEFAULT_BUFFER_BYTES = 16 << 20
+"""Records a shard writer holds at a time; a larger shard is written in several key-range
+passes over its blocks (same bytes, bounded memory)."""
+TEMP_DIR = ".spill"
+"""Where shards are written before the rename (by default; the instances job passes its spill
+directory, which it deletes when done): no shard reader looks into a hidden subdirectory."""
+_WRITE_RECORDS = 4096  # records per write: the shard is never joined into one bytes object
+
+
+def shard_name(prefix: str, index: int, num_shards: int, compression: str) -> str:
+    """``<prefix>-00003-of-00256.tfrecord[.gz]``."""
+    return f"{prefix}-{index:05d}-of-{num_shards:05d}{SUFFIXES[compression]}"
+
+
+@dataclass(frozen=True)
+class ShardResult:
+    """What a written shard holds, as read back from the file."""
+
+    index: int
+    path: str
+    records: int
+    content_sha256: str
+    """sha256 of the uncompressed TFRecord stream (framing included)."""
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def _read_range(path: str, start: int, end: int) -> bytes:
+    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        f.seek(start)
+        data = f.read(end - start)
+    if len(data) != end - start:
+        raise RuntimeError(f"spill file {path} is shorter than recorded ({start}..{end})")
+    return data
+
+
+class WriteShardFn(beam.DoFn):
+    """shard index → ShardResult: gathers the shard's block from every task's spill file, orders
+    the records by (shuffle key, task, index), writes the shard atomically and verifies it."""
+
+    def __init__(
+        self,
+        output_dir: str,
+        prefix: str,
+        num_shards: int,
+        compression: str,
+        buffer_bytes: int | None = None,
+        shard_names: tuple[str, ...] | None = None,
+        temp_dir: str | None = None,
+    ) -> None:
+        if compression not in COMPRESSIONS:
+            raise ValueError(f"compression must be one of {sorted(COMPRESSIONS)}")
+        if shard_names is not None and len(shard_names) != num_shards:
+            raise ValueError(f"{len(shard_names)} shard names for {num_shards} shards")
+        self._output_dir = output_dir
+        self._shard_names = shard_names
+        self._temp_dir = temp_dir or FileSystems.join(output_dir, TEMP_DIR)
+        self._buffer_bytes = buffer_bytes or DEFAULT_BUFFER_BYTES
+        self._prefix = prefix
+        self.num_shards = num_shards
+        self._compression = compression
+        self._offsets: dict | None = None
+        self._spills_id: int | None = None
+        self.block_reads = beam.metrics.Metrics.counter(NAMESPACE, "spill_block_reads")
+        self.last_shard_block_reads = 0
+        """Ranged reads of spill files for the last shard written: one per block, any passes."""
+
+    def process(self, index: int, spills: list[TaskSpill] | list[GroupSpill]):
+        if self._spills_id != id(spills):
+            counts = {}
+            for spill in spills:
+                if isinstance(spill, GroupSpill):
+                    counts.update(zip(spill.tasks, spill.counts, strict=True))
+                else:
+                    counts[spill.task] = spill.count
+            self._offsets = task_offsets(counts)
+            self._spills_id = id(spills)
+        reads = [self._read_for_shard(index, spill) for spill in spills]
+        reads = [r for r in reads if r[3]]
+        expected = sum(b[2] for r in reads for b in r[3])
+        self.last_shard_block_reads = 0
+        shard_bytes = sum(r[2] - r[1] for r in reads)
+        passes = max(1, math.ceil(shard_bytes / self._buffer_bytes))
+        if self._shard_names:
+            name = self._shard_names[index]
+        else:
+            name = shard_name(self._prefix, index, self.num_shards, self._compression)
+        final = FileSystems.join(self._output_dir, name)
+        # Not beside the shards: the trainer and the shard tools read a directory's
+        # "*.tfrecord*" files (or all of them), and a killed attempt's temporary file stays.
+        temp = temporary_name(FileSystems.join(self._temp_dir, name))
+        ctype = COMPRESSIONS[self._compression]
+        digest = hashlib.sha256()
+        with FileSystems.create(temp, compression_type=ctype) as f:
+            for piece in self._shard_pieces(reads, passes):
+                digest.update(piece)
+                f.write(piece)
+        written = digest.hexdigest()
+        commit(temp, final)
+        with FileSystems.open(final, compression_type=ctype) as f:
+            found, content, leftover = count_and_hash_records(f)
+        if found != expected or content != written or leftover:
+            raise RuntimeError(
+                f"shard {final}: expected {expected} records but read back {found} "
+                "(or the content differs); the output is not trustworthy"
+            )
+        yield ShardResult(index, final, found, written).to_json()
+
+    def _read_for_shard(self, index: int, spill: TaskSpill | GroupSpill):
+        """(path, start, end, blocks) of what shard ``index`` needs from one spill file: one
+        contiguous range; blocks are (task id, residue, count, start, end) within the range."""
+        if isinstance(spill, GroupSpill):
+            start, end = spill.shard_range(index)
+            tasks, counts, lengths = spill.tasks, spill.counts, spill.lengths[index].tolist()
+        else:
+            r = residue_for_shard(index, self._offsets[spill.task], self.num_shards)
+            start, end = int(spill.bounds[r]), int(spill.bounds[r + 1])
+            tasks, counts, lengths = (spill.task,), (spill.count,), [end - start]
+        blocks, position = [], 0
+        for task, n, length in zip(tasks, counts, lengths, strict=True):
+            r = residue_for_shard(index, self._offsets[task], self.num_shards)
+            count = residue_count(n, self.num_shards, r)
+            if count:
+                task_id = task[0] * (1 << 20) + task[1]
+                blocks.append((task_id, r, count, position, position + length))
+            position += length
+        return spill.path, start, end, blocks
+
+    def _shard_pieces(self, reads, passes: int):
+        """The shard's framed records in shard order, in pieces of ``_WRITE_RECORDS`` records.
+
+        Records are ordered by (shuffle key, task, index). Keys are uniform, so one pass per key
+        range holds about ``buffer_bytes`` of records, whatever the shard's size. Each range is
+        read from its spill file once: with several passes, its records are first sorted into
+        one worker-local file per key range, which the passes then read back.
+        """
+        if passes == 1:
+            parts = [part for read in reads for part in self._parse_range(read)]
+            yield from _ordered_pieces(parts)
+            return
+        bounds = np.asarray([low for low, _ in key_ranges(passes)], dtype=np.int64)
+        with tempfile.TemporaryDirectory(prefix="bertprep-shard-") as local:
+            files = [open(os.path.join(local, f"pass-{i:04d}"), "w+b") for i in range(passes)]  # noqa: SIM115
+            try:
+                for read in reads:
+                    for keys, tasks, indices, records in self._parse_range(read):
+                        which = np.searchsorted(bounds, keys, side="right") - 1
+                        for i in np.unique(which).tolist():
+                            members = np.flatnonzero(which == i)
+                            _append_part(
+                                files[i],
+                                keys[members],
+                                tasks[members],
+                                indices[members],
+                                [records[m] for m in members.tolist()],
+                            )
+                for f in files:
+                    f.seek(0)
+                    yield from _ordered_pieces(list(_read_parts(f)))
+                    f.close()
+            finally:
+                for f in files:
+                    f.close()
+
+    def _parse_range(self, read):
+        """[(keys, task ids, indices within the task, framed records)] of every block of one
+        range: one ranged read of its spill file."""
+        path, start, end, blocks = read
+        data = memoryview(_read_range(path, start, end))
+        self.block_reads.inc()
+        self.last_shard_block_reads += 1
+        parts = []
+        for task_id, r, count, low, high in blocks:
+            keys, positions, framed = parse_block_in_range(data[low:high], count, 0, KEY_LIMIT)
+            indices = r + self.num_shards * positions
+            parts.append((keys, np.full(len(keys), task_id, np.int64), indices, framed))
+        return parts
+
+
+def _ordered_pieces(parts) -> Iterator[bytes]:
+    """The framed records of ``parts`` ((keys, tasks, indices, records) each) ordered by (key,
+    task, index), joined into pieces of ``_WRITE_RECORDS`` records."""
+    records = [r for part in parts for r in part[3]]
+    if not records:
+        return
+    order = np.lexsort(
+        (
+            np.concatenate([p[2] for p in parts]),
+            np.concatenate([p[1] for p in parts]),
+            np.concatenate([p[0] for p in parts]),
+        )
+    ).tolist()
+    for start in range(0, len(order), _WRITE_RECORDS):
+        yield b"".join([records[i] for i in order[start : start + _WRITE_RECORDS]])
+
+
+def _append_part(f, keys: np.ndarray, tasks: np.ndarray, indices: np.ndarray, records) -> None:
+    """Appends one part (count, keys, tasks, indices, record lengths, records) to a local file."""
+    lengths = np.fromiter((len(r) for r in records), dtype="<i8", count=len(records))
+    f.write(np.int64(len(records)).astype("<i8").tobytes())
+    for array in (keys, tasks, indices, lengths):
+        f.write(np.asarray(array, dtype="<i8").tobytes())
+    f.write(b"".join(records))
+
+
+def _read_parts(f) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, list[bytes]]]:
+    """The parts ``_append_part`` wrote to ``f``, from its current position to its end."""
+    while header := f.read(8):
+        n = int(np.frombuffer(header, dtype="<i8")[0])
+        arrays = np.frombuffer(f.read(32 * n), dtype="<i8").reshape(4, n)
+        data = f.read(int(arrays[3].sum()))
+        ends = np.cumsum(arrays[3]).tolist()
+        starts = [0, *ends[:-1]]
+        yield (
+            arrays[0],
+            arrays[1],
+            arrays[2],
+            [data[a:b] for a, b in zip(starts, ends, strict=True)],
+        )
+
+
+class WriteShards(beam.PTransform):
+    """PCollection[TaskSpill] → PCollection of ShardResult dicts, one per shard (empty included),
+    each written by ``write`` (a ``WriteShardFn``)."""
+
+    def __init__(self, write: WriteShardFn) -> None:
+        super().__init__()
+        self._fn = write
+        self._num_shards = write.num_shards
+
+    def expand(self, spills):
+        return (
+            spills.pipeline
+            | "ShardIds" >> beam.Create(list(range(self._num_shards)), reshuffle=False)
+            | "SpreadShards" >> beam.Reshuffle()
+            | "WriteShard" >> beam.ParDo(self._fn, spills=beam.pvalue.AsList(spills))
+        )

@@ -1,0 +1,314 @@
+"""The cleaning job: Wikipedia dumps, books, JSONL and Parquet → clean documents of sentences.
+
+Output directory:
+- ``documents-UUUUU-CCCC.parquet``: one row per document (doc_id, source, title, sentences), one
+  file per chunk ``CCCC`` of input unit ``UUUUU`` (units: the input files in path order, or the
+  stream ranges of a multistream dump); consumers key on ``doc_id``, never on file or row;
+- ``text/part-UUUUU-CCCC.txt`` (``export_text``): the same in BERT text format;
+- ``rejects.jsonl``: every rejected or damaged input (source, location, reason, excerpt);
+- ``punkt/`` when the sentence splitter was trained on the corpus;
+- ``manifest.json`` (written last): config, input fingerprints, counts per source and reason, the
+  output files and their row counts (reconciled against the workers' counts).
+
+Memory is bounded by a chunk, not by the corpus: documents are written once, by the worker that
+read them, and only keys and duplicates are shuffled (``pipeline.steps.clean_stages``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from pipeline.files.artifacts import matching_paths, merge_reject_parts, read_parquet
+from pipeline.files.input_files import InputFile, expand_inputs
+from pipeline.files.source_readers import SourceReader, WorkUnit
+from pipeline.jobs.scaffold import (
+    REJECTS,
+    RESULT,
+    ReconciliationError,
+    SaveCounts,
+    delete_tree,
+    prepare_output,
+    reconcile,
+    take_counts,
+    write_manifest,
+)
+from pipeline.runtime.counters import STATS_TAG
+from pipeline.runtime.progress import ProgressMonitor, ProgressReporter, progress_dir
+from pipeline.steps.clean_stages import (
+    BANDS_TAG,
+    EXACT_TAG,
+    STAGING,
+    BandCandidatesFn,
+    ExactDuplicatesFn,
+    FinishChunkFn,
+    StageDocumentsFn,
+    VerifyNearDuplicatesFn,
+    punkt_sample_candidates,
+    train_punkt,
+)
+from transforms.duplicate_keys import chunk_of, row_of
+from transforms.errors import UserError
+from transforms.seeding import DEFAULT_SEED
+
+LOG = logging.getLogger("bertprep.clean")
+MANIFEST_FORMAT = "bertprep.clean/1"
+SOURCES = ("wikipedia", "books", "jsonl", "parquet")
+
+
+class CleanConfigError(UserError, ValueError):
+    """The cleaning job's configuration is unusable; the message says why."""
+
+
+class CleanReconciliationError(ReconciliationError):
+    """What the workers counted disagrees with what the output files hold."""
+
+
+@dataclass(frozen=True)
+class CleanJobConfig:
+    """Every setting of the cleaning job (the manifest records all of them)."""
+
+    output: str
+    wikipedia: list[str] = field(default_factory=list)
+    books: list[str] = field(default_factory=list)
+    jsonl: list[str] = field(default_factory=list)
+    parquet: list[str] = field(default_factory=list)
+    text_field: str = "text"
+    title_field: str = "title"
+    dedup: str = "exact"
+    near_threshold: float = 0.8
+    min_words: int = 20
+    keep_disambiguation: bool = False
+    export_text: bool = True
+    chunk_documents: int = 4096
+    """At most this many documents per staged chunk (and per output file)."""
+    chunk_mb: float = 16
+    """A chunk is closed once its text reaches this many MB (2**20 characters)."""
+    punkt_sample_documents: int = 2000
+    max_sentence_chars: int = 2000
+    multistream_mb: float = 64
+    """A multistream dump with its index is split into ranges of about this many compressed MB."""
+    seed: int = DEFAULT_SEED
+
+    @property
+    def chunk_bytes(self) -> int:
+        return int(self.chunk_mb * 2**20)
+
+    @property
+    def multistream_bytes(self) -> int:
+        return int(self.multistream_mb * 2**20)
+
+    def inputs(self) -> dict[str, list[str]]:
+        return {s: getattr(self, s) for s in SOURCES if getattr(self, s)}
+
+
+def work_units(kind: str, files: list[InputFile], config: CleanJobConfig) -> list[WorkUnit]:
+    """Files as units of work; a multistream dump with its index becomes one unit per range."""
+    from pipeline.files.multistream import index_path, split_ranges, stream_offsets
+
+    units: list[WorkUnit] = []
+    for f in files:
+        if kind == "wikipedia" and f.name.endswith("-multistream-index.txt.bz2"):
+            continue
+        index = index_path(f.path) if kind == "wikipedia" else None
+        if index:
+            ranges = split_ranges(f.path, stream_offsets(index), config.multistream_bytes)
+            units += [WorkUnit(f.path, f.name, r) for r in ranges]
+        else:
+            units.append(WorkUnit(f.path, f.name))
+    return units
+
+
+def build_pipeline(
+    p: beam.Pipeline, config: CleanJobConfig, files: dict[str, list[InputFile]], pretrained
+) -> None:
+    """Adds the cleaning job to ``p`` (see ``pipeline.steps.clean_stages`` for the flow)."""
+    staging = FileSystems.join(config.output, STAGING)
+    units = [(kind, u) for kind in SOURCES for u in work_units(kind, files.get(kind, []), config)]
+    elements = [(i, kind, u) for i, (kind, u) in enumerate(units)]
+    reader = SourceReader(config.text_field, config.title_field, config.keep_disambiguation)
+    staged = (
+        p
+        | "ListUnits" >> beam.Create(elements, reshuffle=False)
+        | "SpreadUnits" >> beam.Reshuffle()
+        | "Stage"
+        >> beam.ParDo(
+            StageDocumentsFn(
+                reader,
+                staging,
+                config.min_words,
+                config.dedup,
+                config.seed if pretrained is None else None,
+                config.chunk_documents,
+                config.chunk_bytes,
+                ProgressReporter(progress_dir(config.output)),
+            )
+        ).with_outputs(EXACT_TAG, BANDS_TAG, STATS_TAG, main="chunks")
+    )
+    stats_parts = [staged[STATS_TAG]]
+    drop_parts = []
+    if config.dedup in ("exact", "near"):
+        exact = (
+            staged[EXACT_TAG]
+            | "GroupExactKeys" >> beam.GroupByKey()
+            | "ExactDuplicates"
+            >> beam.ParDo(ExactDuplicatesFn(staging)).with_outputs(STATS_TAG, main="drops")
+        )
+        stats_parts.append(exact[STATS_TAG])
+        drop_parts.append(exact.drops)
+    if config.dedup == "near":
+        near = (
+            staged[BANDS_TAG]
+            | "GroupBands" >> beam.GroupByKey()
+            | "BandCandidates" >> beam.ParDo(BandCandidatesFn(staging))
+            | "AllCandidates" >> beam.combiners.ToList()
+            | "VerifyNear"
+            >> beam.ParDo(
+                VerifyNearDuplicatesFn(staging, config.near_threshold),
+                exact=beam.pvalue.AsList(exact.drops),
+            ).with_outputs(STATS_TAG, main="drops")
+        )
+        stats_parts.append(near[STATS_TAG])
+        drop_parts.append(near.drops)
+    drops = (
+        tuple(drop_parts) | "AllDrops" >> beam.Flatten()
+        if drop_parts
+        else p | "NoDrops" >> beam.Create([])
+    )
+    joined = {
+        "chunk": staged.chunks | "ChunkKey" >> beam.Map(lambda c: (c.key, c)),
+        "drops": drops | "DropKey" >> beam.Map(lambda d: (chunk_of(d[0]), row_of(d[0]))),
+    } | "JoinDrops" >> beam.CoGroupByKey()
+
+    if pretrained is not None:
+        tables = p | "PunktTables" >> beam.Create([pretrained])
+    else:
+        limit = config.punkt_sample_documents
+        tables = (
+            joined
+            | "PunktCandidates" >> beam.FlatMap(punkt_sample_candidates, limit)
+            | "PunktSample" >> beam.combiners.Top.Smallest(limit, key=lambda kv: kv[0])
+            | "TrainPunkt" >> beam.Map(train_punkt, staging, config.output)
+        )
+    finished = joined | "Sentences" >> beam.ParDo(
+        FinishChunkFn(staging, config.output, config.max_sentence_chars, config.export_text),
+        tables=beam.pvalue.AsSingleton(tables),
+    ).with_outputs(STATS_TAG, main="none")
+    stats_parts.append(finished[STATS_TAG])
+    (
+        stats_parts
+        | "AllStats" >> beam.Flatten()
+        | "SaveCounts" >> SaveCounts(FileSystems.join(config.output, RESULT))
+    )
+
+
+def _by_source(stats: dict[str, int]) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
+    for key, value in stats.items():
+        source, _, name = key.partition(".")
+        out.setdefault(source, {})[name] = value
+    return out
+
+
+STALE = ("documents-*.parquet", "text/part-*.txt", "punkt/*", REJECTS)
+"""The job's own files from an earlier run (patterns under its output)."""
+
+
+def run_clean_job(
+    config: CleanJobConfig,
+    pipeline_options: PipelineOptions,
+    progress: Callable[[str], None] = LOG.info,
+) -> dict:
+    """Runs the cleaning job and returns the manifest (also written to ``output/manifest.json``).
+
+    Raises CleanConfigError for bad settings and NoInputFilesError for patterns matching nothing;
+    a run that keeps no document fails with CleanConfigError saying what was dropped and why.
+    """
+    from pipeline.files.punkt_files import load_punkt_tables
+
+    if not config.inputs():
+        raise CleanConfigError("no input: give --wikipedia, --books, --jsonl or --parquet")
+    if config.dedup not in ("exact", "near", "none"):
+        raise CleanConfigError(f"--dedup must be exact, near or none, not {config.dedup}")
+    if not 0 < config.near_threshold <= 1:
+        raise CleanConfigError("--near-threshold must lie in (0, 1]")
+    files = {kind: expand_inputs(patterns) for kind, patterns in config.inputs().items()}
+    progress(
+        ", ".join(
+            f"{kind}: {len(fs)} file(s), {sum(f.size_bytes for f in fs):,} bytes"
+            for kind, fs in files.items()
+        )
+    )
+    prepare_output(config.output, STALE, trees=[STAGING])
+    pretrained = load_punkt_tables()
+    punkt = "pretrained punkt_tab (NLTK_DATA)" if pretrained else "trained on the corpus (punkt/)"
+    progress(f"sentence splitter: {punkt}")
+
+    started = time.monotonic()
+    p = beam.Pipeline(options=pipeline_options)
+    build_pipeline(p, config, files, pretrained)
+    total = sum(f.size_bytes for fs in files.values() for f in fs)
+    with ProgressMonitor(progress_dir(config.output), "clean", total, "bytes", progress) as watch:
+        result = p.run()
+        watch.follow(result)
+        result.wait_until_finish()
+    elapsed = time.monotonic() - started
+
+    stats = take_counts(FileSystems.join(config.output, RESULT))
+    per_source = _by_source(stats)
+    documents_out = sum(s.get("documents_out", 0) for s in per_source.values())
+    if documents_out == 0:
+        delete_tree(FileSystems.join(config.output, STAGING))
+        reasons = {
+            f"{src}.{k}": v
+            for src, counts in per_source.items()
+            for k, v in counts.items()
+            if k.startswith(("dropped", "empty", "binary", "truncated", "unreadable", "invalid"))
+        }
+        raise CleanConfigError(f"no document survived cleaning; drops by reason: {reasons}")
+    staging = FileSystems.join(config.output, STAGING)
+    rejected = merge_reject_parts(
+        FileSystems.join(staging, "rejects-*.jsonl"), FileSystems.join(config.output, REJECTS)
+    )
+    delete_tree(staging)
+    files_out = {
+        path.rsplit("/", 1)[-1]: _documents_and_sentences(path)
+        for path in matching_paths(FileSystems.join(config.output, "documents-*.parquet"))
+    }
+    outputs = {name: documents for name, (documents, _) in sorted(files_out.items())}
+    sentences_out = sum(s.get("sentences_out", 0) for s in per_source.values())
+    reconcile("documents", documents_out, sum(outputs.values()), CleanReconciliationError)
+    reconcile(
+        "sentences",
+        sentences_out,
+        sum(sentences for _, sentences in files_out.values()),
+        CleanReconciliationError,
+    )
+    manifest = {
+        "config": asdict(config),
+        "inputs": {kind: [f.fingerprint() for f in fs] for kind, fs in files.items()},
+        "sentence_splitter": punkt,
+        "outputs": {"parquet": outputs, "text_export": config.export_text},
+        "rejects": rejected,
+        "counts": per_source,
+        "totals": {
+            "documents": documents_out,
+            "sentences": sentences_out,
+            "characters": sum(s.get("characters_out", 0) for s in per_source.values()),
+        },
+    }
+    return write_manifest(config.output, MANIFEST_FORMAT, manifest, elapsed)
+
+
+def _documents_and_sentences(path: str) -> tuple[int, int]:
+    """Rows of a documents file and the sentences they hold (read from the file itself)."""
+    import pyarrow.compute as pc
+
+    column = read_parquet(path, ["sentences"]).column("sentences")
+    return len(column), int(pc.sum(pc.list_value_length(column)).as_py() or 0)

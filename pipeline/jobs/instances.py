@@ -1,0 +1,672 @@
+"""The instances job: BERT text files + vocab → sharded TFRecords of pretraining instances.
+
+``run_instances_job`` checks the configuration before any work, builds and runs the Beam pipeline,
+then reconciles what the workers counted with what the shard files hold and writes
+``manifest.json`` (atomically, last: an output directory with a manifest is complete).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from pipeline.files.artifacts import (
+    WriteRejects,
+    parquet_rows,
+    read_json,
+    write_json,
+)
+from pipeline.files.input_files import InputFile, expand_inputs
+from pipeline.files.shard_writer import SUFFIXES, WriteShardFn, WriteShards
+from pipeline.files.spill_groups import CoalesceSpills
+from pipeline.jobs.scaffold import (
+    REJECTS,
+    RESULT,
+    ReconciliationError,
+    write_manifest,
+)
+from pipeline.runtime.counters import NAMESPACE, REJECTS_TAG, STATS_TAG, MergeCounts
+from pipeline.runtime.progress import ProgressMonitor, ProgressReporter, progress_dir
+from pipeline.steps.bert_text_source import ReadBertTextDocuments
+from pipeline.steps.instance_creation import (
+    AssignBuckets,
+    BucketSlicesFn,
+    CreateInstances,
+    CreateInstancesFn,
+    bucket_count,
+)
+from pipeline.steps.tokenize_documents import TokenizeDocuments
+from tokenizer.vocab import Vocab
+from tokenizer.wordpiece import BertWordPieceTokenizer
+from transforms.bert_text import DEFAULT_MAX_DOCUMENT_SENTENCES, DEFAULT_MAX_SENTENCE_CHARS
+from transforms.errors import UserError
+from transforms.features import (
+    DYNAMIC,
+    INPUT_MODES,
+    MANIFEST,
+    MASKINGS,
+    SENTENCE_PAIRS,
+    STATIC,
+    features_of,
+    has_nsp,
+)
+from transforms.instance_batches import InstanceSettings, TokenTables
+from transforms.instances import PairConfig
+from transforms.masking import MaskingConfig, prediction_budget
+from transforms.seeding import DEFAULT_SEED
+
+LOG = logging.getLogger("bertprep.instances")
+_RESULT = RESULT
+SPILL_DIR = ".spill"
+MANIFEST_FORMAT = "bertprep.instances/1"
+
+
+class JobConfigError(UserError, ValueError):
+    """The job's configuration cannot produce correct output; the message says why."""
+
+
+class NoInstancesError(UserError, RuntimeError):
+    """The job ran but produced zero instances; the message says why."""
+
+
+@dataclass(frozen=True)
+class InstancesJobConfig:
+    """Every setting of the instances job (the manifest records all of them)."""
+
+    inputs: list[str]
+    vocab: str
+    output: str
+    max_seq_length: int = 128
+    max_predictions_per_seq: int = 20
+    masked_lm_prob: float = 0.15
+    dupe_factor: int = 10
+    short_seq_prob: float = 0.1
+    seed: int = DEFAULT_SEED
+    num_shards: int = 256
+    do_lower_case: bool = True
+    whole_word_mask: bool = False
+    compression: str = "none"
+    bucket_size: int = 2000
+    shard_prefix: str = "instances"
+    max_sentence_chars: int = DEFAULT_MAX_SENTENCE_CHARS
+    max_document_sentences: int = DEFAULT_MAX_DOCUMENT_SENTENCES
+    allow_prediction_cap: bool = False
+    reference_random_next: bool = False
+    reference_random_tokens: bool = False
+    reference_whole_word_decisions: bool = False
+    shard_names: list[str] | None = None
+    """File names (in ``output``) for the shards, one per shard, in place of
+    ``<shard_prefix>-NNNNN-of-NNNNN.tfrecord``: google-research/bert's ``--output_file`` list."""
+    spill_groups: str = "auto"
+    """Merge the task spill files into ~``spill_group_mb`` group files before writing shards, so
+    a shard writer makes one ranged read per group rather than per task (``pipeline.files.spill_groups``):
+    "auto" (when the output is on an object store), "always" or "never". Same shard bytes."""
+    spill_group_mb: float = 256.0
+    masking: str = STATIC
+    """``static``: 80/10/10 masks precomputed in the records (google-research/bert). ``dynamic``:
+    unmasked records (with word-start flags); the trainer draws new masks every step in
+    ``tf.data``. The CLI and ``bertprep run`` default ``dupe_factor`` to 1 for it."""
+    input_mode: str = SENTENCE_PAIRS
+    """``sentence-pairs`` (with NSP), ``full-sentences`` or ``doc-sentences`` (packed, no NSP)."""
+    pretokenized: bool = False
+    """``inputs`` are token index files (``tokens-*.index.parquet``, ``pipeline.files.token_files``)
+    written with the same vocab and casing by ``bertprep run``'s tokenize stage: documents are
+    read in place, keyed by their ids, and nothing is tokenized again."""
+
+    def settings(self) -> InstanceSettings:
+        return InstanceSettings(
+            pairs=PairConfig(
+                max_seq_length=self.max_seq_length,
+                short_seq_prob=self.short_seq_prob,
+                allow_same_document_random_next=self.reference_random_next,
+            ),
+            masking=MaskingConfig(
+                masked_lm_prob=self.masked_lm_prob,
+                max_predictions_per_seq=self.max_predictions_per_seq,
+                whole_word_mask=self.whole_word_mask,
+                per_piece_decisions=self.reference_whole_word_decisions,
+            ),
+            dupe_factor=self.dupe_factor,
+            seed=self.seed,
+            masking_kind=self.masking,
+            input_mode=self.input_mode,
+        )
+
+
+@dataclass(frozen=True)
+class Naming:
+    """How the user wrote the settings, so that errors name what they typed: command-line flags
+    (``--max-seq-length``, the default) or config keys under ``prefix`` (``phases[0].``)."""
+
+    prefix: str | None = None
+
+    def __call__(self, field: str) -> str:
+        if self.prefix is None:
+            return "--" + field.replace("_", "-")
+        return self.prefix + field
+
+    def enable(self, field: str) -> str:
+        """How to switch a boolean setting on."""
+        return f"pass {self(field)}" if self.prefix is None else f"set {self(field)}: true"
+
+
+_SETTING_FIELDS = (
+    "max_predictions_per_seq",
+    "max_seq_length",
+    "masked_lm_prob",
+    "short_seq_prob",
+    "dupe_factor",
+)
+
+
+def check_settings(config: InstancesJobConfig, naming: Naming = Naming()) -> InstanceSettings:
+    """Validates every setting that needs no file (no vocab, no inputs); raises JobConfigError
+    naming the settings as ``naming`` spells them."""
+    import re
+
+    if not config.inputs:
+        raise JobConfigError(f"no {naming('input')} given")
+    if config.num_shards < 1:
+        raise JobConfigError(f"{naming('num_shards')} must be at least 1, got {config.num_shards}")
+    if config.bucket_size < 2:
+        raise JobConfigError(
+            f"{naming('bucket_size')} must be at least 2, got {config.bucket_size}"
+        )
+    for field_name, allowed in (
+        ("masking", MASKINGS),
+        ("input_mode", INPUT_MODES),
+    ):
+        if getattr(config, field_name) not in allowed:
+            raise JobConfigError(
+                f"{naming(field_name)} must be one of {', '.join(allowed)}, "
+                f"got {getattr(config, field_name)!r}"
+            )
+    if config.compression not in SUFFIXES:
+        raise JobConfigError(f"{naming('compression')} must be one of {sorted(SUFFIXES)}")
+    if config.shard_names is not None:
+        if len(config.shard_names) != config.num_shards:
+            raise JobConfigError(
+                f"{len(config.shard_names)} output file names for {config.num_shards} shards"
+            )
+        if len(set(config.shard_names)) != len(config.shard_names):
+            raise JobConfigError(f"output file names repeat: {', '.join(config.shard_names)}")
+        clash = [n for n in config.shard_names if n in (MANIFEST, REJECTS) or "/" in n]
+        if clash:
+            raise JobConfigError(f"not a usable shard file name: {', '.join(clash)}")
+    try:
+        settings = config.settings()
+    except ValueError as e:
+        pattern = r"\b(" + "|".join(_SETTING_FIELDS) + r")\b"
+        raise JobConfigError(re.sub(pattern, lambda m: naming(m.group(1)), str(e))) from e
+    full = prediction_budget(config.max_seq_length, config.masked_lm_prob)
+    if config.max_predictions_per_seq < full and not config.allow_prediction_cap:
+        raise JobConfigError(
+            f"{naming('max_predictions_per_seq')} {config.max_predictions_per_seq} is too small "
+            f"for {naming('masked_lm_prob')} {config.masked_lm_prob} at "
+            f"{naming('max_seq_length')} {config.max_seq_length}: a full sequence needs {full} "
+            "predictions, so long instances would be masked at a lower rate than asked. Raise it "
+            f"to {full}, or {naming.enable('allow_prediction_cap')} to accept the cap (as "
+            "MLPerf's 512/76 recipe does)."
+        )
+    return settings
+
+
+def check_config(
+    config: InstancesJobConfig, naming: Naming = Naming()
+) -> tuple[Vocab, InstanceSettings]:
+    """Validates every setting (``check_settings``) and loads the vocab; raises JobConfigError
+    naming the problem."""
+    from tokenizer.vocab import VocabError
+
+    settings = check_settings(config, naming)
+    try:
+        vocab = Vocab.from_file(config.vocab)
+    except (VocabError, OSError) as e:
+        raise JobConfigError(f"{naming('vocab')} {config.vocab}: {e}") from e
+    return vocab, settings
+
+
+def token_tables(vocab: Vocab, config: InstancesJobConfig) -> TokenTables:
+    return TokenTables(
+        ids=vocab.special_ids(),
+        replacement_ids=vocab.replacement_ids(include_special=config.reference_random_tokens),
+        is_continuation=vocab.continuation_mask(),
+    )
+
+
+def _remove_spills(output: str) -> None:
+    """Deletes the spill files (intermediate records) of this or an interrupted earlier run."""
+    spill_dir = FileSystems.join(output, SPILL_DIR)
+    found = [m.path for m in FileSystems.match([FileSystems.join(spill_dir, "*")])[0].metadata_list]
+    if found:
+        FileSystems.delete(found)
+    if FileSystems.exists(spill_dir):
+        FileSystems.delete([spill_dir])
+
+
+def _shard_files(config: InstancesJobConfig) -> list[str]:
+    """This job's shard files now in its output directory (of any shard count)."""
+    if config.shard_names is not None:
+        paths = [FileSystems.join(config.output, n) for n in config.shard_names]
+        return [p for p in paths if FileSystems.exists(p)]
+    pattern = FileSystems.join(config.output, f"{config.shard_prefix}-*-of-*.tfrecord*")
+    return [m.path for m in FileSystems.match([pattern])[0].metadata_list]
+
+
+def _remove_failed_output(config: InstancesJobConfig) -> None:
+    """After a failed run: deletes its shards, spills and result file (no empty or partial shards
+    are left to be mistaken for output, and no manifest vouches for them); rejects.jsonl stays,
+    it says what was skipped."""
+    try:
+        _remove_spills(config.output)
+        stale = _shard_files(config)
+        for name in (_RESULT, MANIFEST):  # a manifest here was written by the failed call
+            path = FileSystems.join(config.output, name)
+            if FileSystems.exists(path):
+                stale.append(path)
+        temps = FileSystems.match([FileSystems.join(config.output, ".tmp-*")])[0].metadata_list
+        stale += [m.path for m in temps]
+        if stale:
+            FileSystems.delete(stale)
+    except Exception:  # never hide the failure itself behind a cleanup problem
+        LOG.warning("could not clean up %s after the failed run", config.output, exc_info=True)
+
+
+def _remove_previous_output(config: InstancesJobConfig) -> None:
+    """Deletes this job's own artifacts from an earlier run (shards of any count, manifest)."""
+    _remove_spills(config.output)
+    stale: list[str] = _shard_files(config)
+    for name in (MANIFEST, REJECTS, _RESULT):
+        path = FileSystems.join(config.output, name)
+        if FileSystems.exists(path):
+            stale.append(path)
+    if stale:
+        LOG.info("removing %d files of a previous run from %s", len(stale), config.output)
+        FileSystems.delete(stale)
+
+
+def uses_spill_groups(config: InstancesJobConfig) -> bool:
+    """Whether spill files are merged into group files (see ``InstancesJobConfig.spill_groups``):
+    on an object store every ranged read costs requests; on a local disk the merge would only
+    copy the records once more."""
+    if config.spill_groups not in ("auto", "always", "never"):
+        raise JobConfigError(
+            f"spill_groups must be auto, always or never, got {config.spill_groups!r}"
+        )
+    if config.spill_groups == "auto":
+        return "://" in config.output
+    return config.spill_groups == "always"
+
+
+def build_pipeline(
+    p: beam.Pipeline,
+    config: InstancesJobConfig,
+    files: list[InputFile],
+    vocab: Vocab,
+    settings: InstanceSettings,
+    progress: ProgressReporter | None = None,
+) -> None:
+    """Adds the whole job to ``p``; it writes the shards, rejects.jsonl and a result file; each
+    (bucket, dupe pass) done adds its documents to ``progress``."""
+    spill_dir = FileSystems.join(config.output, SPILL_DIR)
+    if config.pretokenized:
+        num_buckets = bucket_count(sum(parquet_rows(f.path) for f in files), config.bucket_size)
+        tokenized = (
+            p
+            | "ListTokenFiles" >> beam.Create([f.path for f in files], reshuffle=False)
+            | "SpreadTokenFiles" >> beam.Reshuffle()
+            | "BucketSlices"
+            >> beam.ParDo(BucketSlicesFn(config.seed, num_buckets)).with_outputs(
+                REJECTS_TAG, STATS_TAG, main="slices"
+            )
+        )
+        slices = tokenized.slices
+        read_parts = []
+    else:
+        read = (
+            p
+            | "ListFiles" >> beam.Create(files, reshuffle=False)
+            | "SpreadFiles" >> beam.Reshuffle()
+            | "ReadFiles"
+            >> ReadBertTextDocuments(config.max_sentence_chars, config.max_document_sentences)
+        )
+        tokenized = read.documents | "Tokenize" >> TokenizeDocuments(
+            vocab, config.do_lower_case, spill_dir
+        )
+        slices = tokenized.documents | "AssignBuckets" >> AssignBuckets(
+            config.seed, config.bucket_size
+        )
+        read_parts = [read]
+    created = slices | "Instances" >> CreateInstances(
+        CreateInstancesFn(
+            settings, token_tables(vocab, config), spill_dir, config.num_shards, progress
+        )
+    )
+    spills = created["spills"]
+    if uses_spill_groups(config):
+        spills = spills | "SpillGroups" >> CoalesceSpills(
+            spill_dir, config.num_shards, max(1, int(config.spill_group_mb * (1 << 20)))
+        )
+    shards = spills | "Shards" >> WriteShards(
+        WriteShardFn(
+            config.output,
+            config.shard_prefix,
+            config.num_shards,
+            config.compression,
+            shard_names=tuple(config.shard_names) if config.shard_names is not None else None,
+            temp_dir=spill_dir,
+        )
+    )
+    stats = (
+        (*(r[STATS_TAG] for r in read_parts), tokenized[STATS_TAG], created["stats"])
+        | "AllStats" >> beam.Flatten()
+        | "MergeStats" >> beam.CombineGlobally(MergeCounts())
+    )
+    (
+        (*(r[REJECTS_TAG] for r in read_parts), tokenized[REJECTS_TAG])
+        | "AllRejects" >> beam.Flatten()
+        | "Rejects" >> WriteRejects(config.output)
+    )
+    result_path = FileSystems.join(config.output, _RESULT)
+    (
+        shards
+        | "CollectShards" >> beam.combiners.ToList()
+        | "WriteResult"
+        >> beam.Map(
+            lambda shard_list, totals: write_json(
+                result_path,
+                {"shards": sorted(shard_list, key=lambda s: s["index"]), "stats": totals},
+            ),
+            totals=beam.pvalue.AsSingleton(stats),
+        )
+    )
+
+
+def _counter_values(result, label: str) -> dict[str, int]:
+    """This job's bertprep counters (those of steps under ``label``)."""
+    out: dict[str, int] = {}
+    try:
+        counters = result.metrics().query()["counters"]
+    except Exception:  # a runner without metrics support: reconcile from files only
+        return out
+    for c in counters:
+        if c.key.metric.namespace == NAMESPACE and f"{label}/" in c.key.step:
+            value = c.committed if c.committed is not None else c.attempted
+            out[c.key.metric.name] = out.get(c.key.metric.name, 0) + int(value or 0)
+    return out
+
+
+def explain_no_instances(stats: dict[str, int], num_files: int) -> str:
+    """Why a run produced nothing, from its counts."""
+    if stats.get("documents", 0) == 0:
+        return (
+            f"no documents were read: {num_files} input file(s), "
+            f"{stats.get('empty_input_file', 0)} empty, {stats.get('lines', 0)} lines, "
+            f"{stats.get('skipped_invalid_utf8_line', 0)} lines skipped as invalid UTF-8, "
+            f"{stats.get('truncated_input_file', 0)} truncated"
+        )
+    if stats.get("tokenized_documents", 0) == 0:
+        return (
+            f"{stats['documents']} document(s) were read but none has a sentence that tokenizes "
+            f"to at least one token ({stats.get('dropped_empty_document', 0)} dropped as empty)"
+        )
+    if stats.get("skipped_no_other_document", 0):
+        return (
+            f"only {stats.get('tokenized_documents')} document(s): every pair needed a random next "
+            "sentence from another document and there was none "
+            f"({stats['skipped_no_other_document']} pairs skipped). Add documents, or pass "
+            "--reference-random-next to take it from the same document as the reference does."
+        )
+    return "no sentence pairs could be formed from the input"
+
+
+def build_manifest(
+    config: InstancesJobConfig,
+    vocab: Vocab,
+    files: list[InputFile],
+    shards: list[dict],
+    stats: dict[str, int],
+    elapsed_s: float,
+) -> dict:
+    """The manifest: config, vocab and tokenizer, inputs, shards, totals, skips and why."""
+    instances = sum(s["records"] for s in shards)
+    pairs = stats.get("pairs", 0)
+    is_next = pairs - stats.get("random_next", 0)
+    predictions = stats.get("masked_lm_predictions", 0)
+    skipped = {
+        k: v
+        for k, v in stats.items()
+        if k.startswith(("skipped_", "dropped_", "split_", "truncated_input", "empty_input"))
+    }
+    expected = stats.get("expected_masked_lm_predictions", 0)
+    manifest = {
+        "format": MANIFEST_FORMAT,
+        "config": asdict(config),
+        "masking": config.masking,
+        "input_mode": config.input_mode,
+        "next_sentence_prediction": has_nsp(config.input_mode),
+        "dupe_factor": config.dupe_factor,
+        "features": {
+            f.name: {
+                "dtype": f.dtype,
+                "length": f.length(config.max_seq_length, config.max_predictions_per_seq),
+            }
+            for f in features_of(config.masking, config.input_mode)
+        },
+        "max_seq_length": config.max_seq_length,
+        "max_predictions_per_seq": config.max_predictions_per_seq,
+        "vocab": {
+            "path": config.vocab if "://" in config.vocab else os.path.abspath(config.vocab),
+            "sha256": vocab.sha256,
+            "size": len(vocab),
+            "special_ids": {
+                "pad": vocab.pad_id,
+                "unk": vocab.unk_id,
+                "cls": vocab.cls_id,
+                "sep": vocab.sep_id,
+                "mask": vocab.mask_id,
+            },
+        },
+        "tokenizer": BertWordPieceTokenizer(vocab, config.do_lower_case).settings(),
+        "inputs": [f.fingerprint() for f in files],
+        "shards": [
+            {
+                "file": s["path"].rsplit("/", 1)[-1],
+                "records": s["records"],
+                "content_sha256": s["content_sha256"],
+            }
+            for s in shards
+        ],
+        "totals": {
+            "input_files": len(files),
+            "documents": stats.get("tokenized_documents", 0),
+            "sentences": stats.get("tokenized_sentences", 0),
+            "tokens": stats.get("tokens", 0),
+            "buckets": stats.get("buckets", 0),
+            "instances": instances,
+            "is_next": is_next,
+            "random_next": stats.get("random_next", 0),
+            "is_next_ratio": round(is_next / pairs, 6) if pairs else None,
+            "truncated_pairs": stats.get("truncated_pairs", 0),
+            "truncated_tokens": stats.get("truncated_tokens", 0),
+            "short_target_documents": stats.get("short_target_documents", 0),
+            "one_sentence_documents": stats.get("one_sentence_documents", 0),
+            "masked_lm_predictions": predictions,
+            "mean_predictions_per_instance": round(predictions / instances, 4)
+            if instances
+            else None,
+            "padding_fraction": round(
+                stats.get("padding_tokens", 0) / (instances * config.max_seq_length), 6
+            )
+            if instances
+            else None,
+        },
+        "skipped": skipped,
+        "counts": stats,
+        "elapsed_seconds": round(elapsed_s, 2),
+    }
+    if not has_nsp(config.input_mode):
+        for key in ("is_next", "random_next", "is_next_ratio"):
+            manifest["totals"][key] = None
+        manifest["totals"]["document_separators"] = stats.get("document_separators", 0)
+        manifest["totals"]["split_long_sentences"] = stats.get("split_long_sentences", 0)
+    if config.masking == DYNAMIC:
+        manifest["totals"]["mean_predictions_per_instance"] = None  # none on disk
+        manifest["totals"]["expected_predictions_per_instance"] = (
+            round(expected / instances, 4) if instances else None
+        )
+        manifest["dynamic_masking"] = dynamic_masking_spec(config, vocab)
+    return manifest
+
+
+def dynamic_masking_spec(config: InstancesJobConfig, vocab: Vocab) -> dict:
+    """What the trainer needs to mask unmasked shards as the static path would: rates, the cap,
+    whole-word masking, special ids and the random-replacement pool (as the id ranges it
+    excludes: bracketed specials and ``[unusedN]``, unless ``reference_random_tokens``)."""
+    pool = vocab.replacement_ids(include_special=config.reference_random_tokens)
+    excluded = sorted(set(range(len(vocab))) - set(pool.tolist()))
+    ranges: list[list[int]] = []
+    for i in excluded:
+        if ranges and ranges[-1][1] == i:
+            ranges[-1][1] = i + 1
+        else:
+            ranges.append([i, i + 1])
+    masking = config.settings().masking  # the static path's rules, branch probabilities included
+    return {
+        "masked_lm_prob": masking.masked_lm_prob,
+        "max_predictions_per_seq": masking.max_predictions_per_seq,
+        "whole_word_mask": masking.whole_word_mask,
+        "mask_token_prob": masking.mask_token_prob,
+        "keep_token_prob": masking.keep_token_prob,
+        "random_token_prob": masking.random_token_prob,
+        "vocab_size": len(vocab),
+        "special_ids": {
+            "pad": vocab.pad_id,
+            "cls": vocab.cls_id,
+            "sep": vocab.sep_id,
+            "mask": vocab.mask_id,
+        },
+        "replacement_excluded_ranges": ranges,
+    }
+
+
+class _InstancesBranch(beam.PTransform):
+    """One instances job as a branch of a pipeline that may hold several (e.g. the train and
+    eval sides of a phase): one runner start-up for all of them."""
+
+    def __init__(self, config, files, vocab, settings, progress=None) -> None:
+        super().__init__()
+        self._args = (config, files, vocab, settings, progress)
+
+    def expand(self, pbegin):
+        build_pipeline(pbegin, *self._args)
+        return beam.pvalue.PDone(pbegin.pipeline)
+
+
+def run_instances_job(
+    config: InstancesJobConfig,
+    pipeline_options: PipelineOptions,
+    progress: Callable[[str], None] = LOG.info,
+) -> dict:
+    """Runs the job end to end and returns the manifest (also written to ``output/manifest.json``).
+
+    Raises JobConfigError before any work for bad settings, NoInstancesError when nothing could be
+    produced, ReconciliationError when worker counts and output files disagree.
+    """
+    return run_instances_jobs([config], pipeline_options, progress)[0]
+
+
+def run_instances_jobs(
+    configs: list[InstancesJobConfig],
+    pipeline_options: PipelineOptions,
+    progress: Callable[[str], None] = LOG.info,
+) -> list[dict]:
+    """Runs several instances jobs (distinct outputs) in one Beam pipeline; each is checked,
+    reconciled and gets its manifest exactly as if it ran alone. Returns the manifests."""
+    prepared = []
+    for config in configs:  # every check before any job's output is touched
+        vocab, settings = check_config(config)
+        files = expand_inputs(config.inputs)
+        progress(
+            f"{len(files)} input file(s), {sum(f.size_bytes for f in files):,} bytes "
+            f"→ {config.output}"
+        )
+        prepared.append((config, files, vocab, settings))
+    for config, *_ in prepared:
+        if not FileSystems.exists(config.output):
+            FileSystems.mkdirs(config.output)
+        _remove_previous_output(config)
+
+    started = time.monotonic()
+    watch = progress_dir(configs[0].output)
+    try:
+        p = beam.Pipeline(options=pipeline_options)
+        for i, args in enumerate(prepared):
+            label = "Job" if len(prepared) == 1 else f"Job{i}"
+            p | label >> _InstancesBranch(*args, ProgressReporter(watch))
+        with ProgressMonitor(
+            watch, "instances", _document_passes(prepared), "document passes", progress
+        ) as monitor:
+            result = p.run()
+            monitor.follow(result)
+            result.wait_until_finish()
+        elapsed = time.monotonic() - started
+        manifests = []
+        for i, (config, files, vocab, _) in enumerate(prepared):
+            label = "Job" if len(prepared) == 1 else f"Job{i}"
+            manifests.append(_finish(config, files, vocab, result, label, elapsed))
+    except BaseException:
+        for config, *_ in prepared:
+            _remove_failed_output(config)
+        raise
+    return manifests
+
+
+def _document_passes(prepared) -> int | None:
+    """Documents × dupe passes over every job, when known up front (token index inputs)."""
+    if not all(config.pretokenized for config, *_ in prepared):
+        return None
+    return sum(
+        sum(parquet_rows(f.path) for f in files) * config.dupe_factor
+        for config, files, *_ in prepared
+    )
+
+
+def _finish(config, files, vocab, result, label: str, elapsed: float) -> dict:
+    """Reconciles one job's counts with its files and writes its manifest."""
+    result_path = FileSystems.join(config.output, _RESULT)
+    outcome = read_json(result_path)
+    FileSystems.delete([result_path])
+    _remove_spills(config.output)
+    shards, stats = outcome["shards"], outcome["stats"]
+
+    counters = _counter_values(result, label)
+    written = sum(s["records"] for s in shards)
+    if len(shards) != config.num_shards:
+        raise ReconciliationError(f"expected {config.num_shards} shards, found {len(shards)}")
+    if written != stats.get("instances", 0):
+        raise ReconciliationError(
+            f"instances created ({stats.get('instances', 0)}) != records in shards ({written})"
+        )
+    if counters and counters.get("instances", 0) != written:
+        raise ReconciliationError(
+            f"Beam counter instances={counters.get('instances', 0)} != records in shards ({written})"
+        )
+    sizes = [s["records"] for s in shards]
+    if max(sizes) - min(sizes) > 1:
+        raise ReconciliationError(
+            f"shard sizes differ by more than one: {min(sizes)}..{max(sizes)}"
+        )
+    if written == 0:
+        raise NoInstancesError(
+            "the job produced zero instances: " + explain_no_instances(stats, len(files))
+        )
+    manifest = build_manifest(config, vocab, files, shards, stats, elapsed)
+    return write_manifest(config.output, manifest.pop("format"), manifest, elapsed)

@@ -1,0 +1,176 @@
+"""Buckets of documents → sentence-pair instances, spilled to files one dupe pass at a time.
+
+Documents go to ``ceil(n / bucket_size)`` buckets by a stable hash of (seed, document key); a
+random B comes from another document of the same bucket, so a worker holds one bucket, never the
+corpus. Each dupe pass over a bucket is a task whose records go straight to a spill file laid out
+by ``transforms.shard_layout``; only small ``TaskSpill`` descriptions travel through Beam, so no
+runner has to hold the records in memory.
+"""
+
+from __future__ import annotations
+
+import math
+import pickle
+
+import apache_beam as beam
+import numpy as np
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+
+from pipeline.files.artifacts import write_bytes_atomically
+from pipeline.files.spills import TaskSpill
+from pipeline.runtime.counters import STATS_TAG, CountingDoFn
+from pipeline.runtime.progress import ProgressReporter
+from pipeline.steps.tokenize_documents import RefTable, load_documents
+from transforms.instance_batches import InstanceSettings, TokenTables, record_batches
+from transforms.instances import BucketLayout
+from transforms.seeding import stable_hash64
+from transforms.shard_layout import spill_layout
+from transforms.tfrecord import frame_record
+
+
+def bucket_count(num_documents: int, bucket_size: int) -> int:
+    """Number of buckets for ``num_documents`` documents of about ``bucket_size`` each (≥ 1)."""
+    return max(1, math.ceil(num_documents / bucket_size))
+
+
+def bucket_of(seed: int, key: str, num_buckets: int) -> int:
+    """The bucket of the document with ``key``: a stable hash, independent of the worker."""
+    return stable_hash64(seed, "bucket", key) % num_buckets
+
+
+class ExpandDupePassesFn(CountingDoFn):
+    """(bucket, RefTables) → ((bucket, dupe), path of the bucket's refs file) for every dupe
+    pass: the bucket's references, sorted by key, are written once (``bucket-NNNNNN.refs``) and
+    passes are independent tasks that carry only the path, so they spread over workers."""
+
+    def __init__(self, dupe_factor: int, spill_dir: str) -> None:
+        self._dupe_factor = dupe_factor
+        self._spill_dir = spill_dir
+
+    def process(self, element: tuple[int, list[RefTable]]):
+        bucket, tables = element
+        ordered = RefTable.concat_sorted(list(tables))
+        self.stats["buckets"] += 1
+        if len(ordered) == 1:
+            self.stats["single_document_buckets"] += 1
+        path = FileSystems.join(self._spill_dir, f"bucket-{bucket:06d}.refs")
+        write_bytes_atomically(path, pickle.dumps(ordered, protocol=5))
+        for dupe in range(self._dupe_factor):
+            yield (bucket, dupe), path
+
+
+class BucketSlicesFn(CountingDoFn):
+    """A token index file → (bucket, RefTable of that file's documents in the bucket) per bucket
+    it touches, and the tokenize counts of its documents. The bucket count is fixed up front
+    (from the index files' row counts), so documents are assigned where they are read."""
+
+    def __init__(self, seed: int, num_buckets: int) -> None:
+        self._seed = seed
+        self._num_buckets = num_buckets
+
+    def process(self, index_path: str):
+        from pipeline.files.token_files import TokenIndex
+
+        index = TokenIndex.read(index_path)
+        n = len(index.keys)
+        self.stats["documents"] += n
+        self.stats["tokenized_documents"] += n
+        self.stats["tokenized_sentences"] += int(index.num_sentences.sum())
+        self.stats["tokens"] += int(index.tokens.sum())
+        self.stats["one_sentence_documents"] += int((index.num_sentences == 1).sum())
+        buckets = np.array(
+            [bucket_of(self._seed, k, self._num_buckets) for k in index.keys], dtype=np.int64
+        )
+        for bucket in np.unique(buckets).tolist():
+            rows = np.flatnonzero(buckets == bucket)
+            yield (
+                bucket,
+                RefTable(
+                    (index.data_path,),
+                    tuple(index.keys[i] for i in rows.tolist()),
+                    np.zeros(len(rows), dtype=np.int32),
+                    index.offsets[rows],
+                    index.sizes[rows],
+                    index.num_sentences[rows].astype(np.int64),
+                ),
+            )
+
+
+class CreateInstancesFn(CountingDoFn):
+    """((bucket, dupe), refs) → TaskSpill: the pass's records, written to ``spill_dir``."""
+
+    def __init__(
+        self,
+        settings: InstanceSettings,
+        tables: TokenTables,
+        spill_dir: str,
+        num_shards: int,
+        progress: ProgressReporter | None = None,
+    ) -> None:
+        self.settings = settings
+        self._tables = tables
+        self.spill_dir = spill_dir
+        self._num_shards = num_shards
+        self.progress = progress
+
+    def process(self, element: tuple[tuple[int, int], str]):
+        (bucket, dupe), refs_path = element
+        with FileSystems.open(refs_path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+            refs: RefTable = pickle.loads(f.read())
+        docs = load_documents(refs.refs())
+        layout = BucketLayout.from_arrays([(d.ids, d.offsets) for d in docs])
+        del docs
+        framed: list[bytes] = []
+        keys: list[int] = []
+        for batch in record_batches(layout, bucket, dupe, self.settings, self._tables, self.stats):
+            framed.extend(frame_record(r) for r in batch.records)
+            keys.extend(batch.order_keys)
+        data, bounds = spill_layout(framed, np.asarray(keys, dtype=np.int64), self._num_shards)
+        del framed
+        path = FileSystems.join(self.spill_dir, f"task-{bucket:06d}-{dupe:04d}.spill")
+        write_bytes_atomically(path, data)
+        if self.progress is not None:
+            self.progress.add(len(refs))
+        yield TaskSpill(bucket, dupe, len(keys), path, bounds)
+
+
+class AssignBuckets(beam.PTransform):
+    """PCollection[DocumentRef] → (bucket, one-document RefTable), the bucket count following
+    from the number of documents (counted first)."""
+
+    def __init__(self, seed: int, bucket_size: int) -> None:
+        super().__init__()
+        self._seed = seed
+        self._bucket_size = bucket_size
+
+    def expand(self, documents):
+        seed, size = self._seed, self._bucket_size
+        num_documents = documents | "CountDocuments" >> beam.combiners.Count.Globally()
+        return documents | "AssignBucket" >> beam.Map(
+            lambda d, n: (bucket_of(seed, d.key, bucket_count(n, size)), RefTable.of_refs([d])),
+            n=beam.pvalue.AsSingleton(num_documents),
+        )
+
+
+class CreateInstances(beam.PTransform):
+    """PCollection[(bucket, RefTable)] → outputs ``spills`` (TaskSpill) and ``stats``: the
+    dupe passes of each bucket, each run by ``create`` (a ``CreateInstancesFn``)."""
+
+    def __init__(self, create: CreateInstancesFn) -> None:
+        super().__init__()
+        self._expand = ExpandDupePassesFn(create.settings.dupe_factor, create.spill_dir)
+        self._fn = create
+
+    def expand(self, slices):
+        grouped = slices | "GroupBuckets" >> beam.GroupByKey()
+        tasks = grouped | "ExpandDupePasses" >> beam.ParDo(self._expand).with_outputs(
+            STATS_TAG, main="tasks"
+        )
+        spilled = (
+            tasks.tasks
+            | "SpreadTasks" >> beam.Reshuffle()
+            | "CreateInstances" >> beam.ParDo(self._fn).with_outputs(STATS_TAG, main="spills")
+        )
+        stats = (tasks[STATS_TAG], spilled[STATS_TAG]) | "FlattenStats" >> beam.Flatten()
+        return {"spills": spilled.spills, "stats": stats}

@@ -1,0 +1,87 @@
+"""Token files: written once by the tokenize stage, read in place by the phases."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipeline.files.token_files import TokenIndex, write_token_file
+from pipeline.steps.tokenize_documents import DocumentRef, RefTable, load_documents
+from pipeline.steps.tokenize_files import TokenizeFileFn, tokenize_documents
+from tests.pipeline.steps.test_clean_stages import run_fn
+from tokenizer.vocab import Vocab
+from tokenizer.wordpiece import BertWordPieceTokenizer
+from transforms.token_documents import TokenizedDocument
+
+
+def test_write_and_read_back_every_document(tmp_path):
+    docs = [
+        TokenizedDocument.from_sentences("wikipedia/a/1", [[5, 6, 7], [8]]),
+        TokenizedDocument.from_sentences("books/b.txt", [[9] * 300]),
+        TokenizedDocument.from_sentences("jsonl/c/2", [[1], [2], [3]]),
+    ]
+    write_token_file(str(tmp_path / "tokens-x"), docs)
+    index = TokenIndex.read(str(tmp_path / "tokens-x.index.parquet"))
+    assert index.keys == [d.key for d in docs]
+    assert index.tokens.tolist() == [4, 300, 3] and index.num_sentences.tolist() == [2, 1, 3]
+    refs = [
+        DocumentRef(k, index.data_path, int(o), int(s), int(n))
+        for k, o, s, n in zip(
+            index.keys, index.offsets, index.sizes, index.num_sentences, strict=True
+        )
+    ]
+    table = RefTable.concat_sorted([RefTable.of_refs(refs[:1]), RefTable.of_refs(refs[1:])])
+    assert list(table.keys) == sorted(d.key for d in docs)
+    loaded = {d.key: d.sentences() for d in load_documents(table.refs())}
+    assert loaded == {d.key: d.sentences() for d in docs}
+
+
+def test_many_documents_in_one_call_equal_one_call_per_document(sample_vocab_path):
+    tokenizer = BertWordPieceTokenizer(Vocab.from_file(sample_vocab_path), True)
+    docs = [
+        (f"d{i}", [f"Sentence {j} of document {i}, naïve café." for j in range(i)])
+        for i in range(40)
+    ]
+    batched = tokenize_documents(tokenizer, docs)
+    assert [k for k, _, _ in batched] == [k for k, _ in docs]
+    for (_, sentences), (_, ids, counts) in zip(docs, batched, strict=True):
+        expected = tokenizer.encode_batch(sentences)
+        assert counts.tolist() == [len(e) for e in expected]
+        assert ids.tolist() == [t for e in expected for t in e]
+        assert ids.dtype == np.int32
+
+
+def test_tokenize_file_counts_rejects_and_rewrites_identically(tmp_path, sample_vocab_path):
+    source = tmp_path / "documents-00001-0000.parquet"
+    pq.write_table(
+        pa.table(
+            {
+                "doc_id": ["a/1", "a/2", "a/3"],
+                "sentences": [["Hello there.", "   "], ["\u200b"], ["One sentence only."]],
+            }
+        ),
+        source,
+    )
+    out = tmp_path / "tokens"
+    fn = TokenizeFileFn(Vocab.from_file(sample_vocab_path), True, {"train": str(out)})
+    written = []
+    for _ in range(2):  # a retried bundle
+        _, tagged = run_fn(fn, (("train", str(source)),))
+        written.append({p.name: p.read_bytes() for p in sorted(out.iterdir())})
+    assert written[0] == written[1]
+    assert sorted(written[0]) == [
+        ".rejects-00001-0000.jsonl",
+        "tokens-00001-0000.bin",
+        "tokens-00001-0000.index.parquet",
+    ]
+    (stats,) = tagged["stats"]
+    assert stats["train.documents"] == 3 and stats["train.tokenized_documents"] == 2
+    assert stats["train.dropped_empty_document"] == 1
+    assert stats["train.dropped_empty_sentence"] == 2
+    (reject,) = [json.loads(x) for x in written[0][".rejects-00001-0000.jsonl"].splitlines()]
+    assert reject["reason"] == "dropped_empty_document" and reject["location"] == "a/2"
+    index = TokenIndex.read(str(out / "tokens-00001-0000.index.parquet"))
+    assert index.keys == ["a/1", "a/3"] and np.all(index.num_sentences == 1)

@@ -1,0 +1,61 @@
+"""bertprep's Beam option defaults (``pipeline.runtime.beam_options.make_pipeline_options``)."""
+
+from __future__ import annotations
+
+import pytest
+from apache_beam.options.pipeline_options import DirectOptions, TypeOptions
+
+from pipeline.runtime.beam_options import UnsafeRunnerModeError, make_pipeline_options
+
+
+def test_construction_type_check_is_off_unless_asked(monkeypatch):
+    monkeypatch.delenv("BERTPREP_PIPELINE_TYPE_CHECK", raising=False)
+    assert make_pipeline_options([]).view_as(TypeOptions).pipeline_type_check is False
+    monkeypatch.setenv("BERTPREP_PIPELINE_TYPE_CHECK", "1")
+    assert make_pipeline_options([]).view_as(TypeOptions).pipeline_type_check is True
+
+
+def test_direct_runner_defaults_to_multi_processing_and_refuses_multi_threading():
+    direct = make_pipeline_options([]).view_as(DirectOptions)
+    assert direct.direct_running_mode == "multi_processing" and direct.direct_num_workers >= 1
+    given = make_pipeline_options(["--direct_running_mode=in_memory"]).view_as(DirectOptions)
+    assert given.direct_running_mode == "in_memory"
+    with pytest.raises(UnsafeRunnerModeError, match="multi_threading is refused"):
+        make_pipeline_options(["--direct_running_mode=multi_threading"])
+
+
+def test_direct_runner_runs_on_the_fn_api_runner_without_trying_prism(monkeypatch, tmp_path):
+    """The DirectRunner never hands a job to Prism (a download, or another runner online): a
+    real pipeline runs, in memory and multi-process, with Prism made to fail if touched."""
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import StandardOptions
+    from apache_beam.runners.portability import prism_runner
+
+    from pipeline.runtime.local_runner import RUNNER
+
+    tried = []
+
+    def no_prism(self, pipeline, options):
+        tried.append(pipeline)  # Beam's DirectRunner would fall back after this
+        raise RuntimeError("no Prism here")
+
+    monkeypatch.setattr(prism_runner.PrismRunner, "run_pipeline", no_prism)
+    for args in ([], ["--runner=DirectRunner"]):
+        assert make_pipeline_options(args).view_as(StandardOptions).runner == RUNNER
+    dataflow = ["--runner=DataflowRunner"]
+    assert make_pipeline_options(dataflow).view_as(StandardOptions).runner == "DataflowRunner"
+    for mode in ("in_memory", "multi_processing"):
+        out = tmp_path / mode
+        options = make_pipeline_options([f"--direct_running_mode={mode}"])
+        with beam.Pipeline(options=options) as p:
+            (
+                p
+                | beam.Create(range(100))
+                | beam.Map(lambda x: (x % 3, x))
+                | beam.CombinePerKey(sum)
+                | beam.Map(str)
+                | beam.io.WriteToText(str(out / "part"))
+            )
+        lines = sorted(line for f in out.iterdir() for line in f.read_text().splitlines())
+        assert lines == sorted(str((k, sum(range(k, 100, 3)))) for k in range(3))
+    assert tried == []
