@@ -15,17 +15,16 @@ Parsing streams (constant memory per document) and never loses text silently:
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from transforms.overlong_text import cut_overlong
 from transforms.rejects import Reject
 
 DEFAULT_MAX_SENTENCE_CHARS = 10_000
 DEFAULT_MAX_DOCUMENT_SENTENCES = 100_000
 _BOM = "\ufeff"
-_WHITESPACE = re.compile(r"\s")
 
 
 @dataclass(frozen=True)
@@ -39,19 +38,9 @@ class TextDocument:
 def split_long_sentence(line: str, max_chars: int) -> list[str]:
     """Splits ``line`` at whitespace into pieces of at most ``max_chars`` characters.
 
-    A run of ``max_chars`` characters without whitespace is cut hard.
+    A run of ``max_chars`` characters without whitespace is cut hard (``cut_overlong``).
     """
-    pieces: list[str] = []
-    rest = line
-    while len(rest) > max_chars:
-        spaces = [m.start() for m in _WHITESPACE.finditer(rest, 0, max_chars + 1)]
-        cut = spaces[-1] if spaces and spaces[-1] > 0 else max_chars
-        piece, rest = rest[:cut].strip(), rest[cut:].strip()
-        if piece:
-            pieces.append(piece)
-    if rest:
-        pieces.append(rest)
-    return pieces
+    return cut_overlong(line, max_chars)
 
 
 def parse_bert_text(

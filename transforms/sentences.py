@@ -37,6 +37,7 @@ from nltk.tokenize.punkt import (
     PunktTrainer,
 )
 
+from transforms.overlong_text import cut_overlong
 from transforms.punkt_tables import PunktTables
 
 DEFAULT_MAX_SENTENCE_CHARS = 2_000
@@ -44,7 +45,6 @@ DEFAULT_TRAINING_CHARS = 5_000_000
 TRAINING_BATCH_CHARS = 1_000_000
 """Training text goes to PunktTrainer in batches of about this many characters (memory)."""
 
-_WHITESPACE = re.compile(r"\s+")
 _TRAILING_SENTENCE_END = re.compile(r"[.?!]+[\"')\]}\u2019\u201d\xbb]*$")
 _END_PUNCTUATION = re.compile(r"[.?!…\"')\]}\u2019\u201d\xbb]+")
 _NEXT_LETTER = re.compile(r"[^\w]*(\w?)")
@@ -336,23 +336,8 @@ def train_punkt_parameters(
 
 def split_overlong(sentence: str, max_chars: int) -> list[str]:
     """``sentence`` cut into pieces of at most ``max_chars`` characters: after the last ``;`` in
-    the second half of the window, else at the last whitespace, else hard."""
-    pieces: list[str] = []
-    rest = sentence
-    while len(rest) > max_chars:
-        window = rest[: max_chars + 1]
-        semicolon = window.rfind(";", 0, max_chars)
-        if semicolon >= max_chars // 2:
-            cut = semicolon + 1
-        else:
-            space = max((m.start() for m in _WHITESPACE.finditer(window)), default=-1)
-            cut = space if space > 0 else max_chars
-        piece, rest = rest[:cut].strip(), rest[cut:].strip()
-        if piece:
-            pieces.append(piece)
-    if rest:
-        pieces.append(rest)
-    return pieces
+    the second half of the window, else at the last whitespace, else hard (``cut_overlong``)."""
+    return cut_overlong(sentence, max_chars, prefer_semicolon=True)
 
 
 class SentenceSplitter:
@@ -406,7 +391,7 @@ class SentenceSplitter:
         sentences: list[str] = []
         overlong = 0
         for sentence in self._get_tokenizer().tokenize(paragraph):
-            sentence = " ".join(sentence.split())  # = _WHITESPACE.sub(" ", sentence).strip()
+            sentence = " ".join(sentence.split())  # whitespace runs → one space, stripped
             if not sentence:
                 continue
             if len(sentence) > self.max_chars:
