@@ -1,4 +1,4 @@
-"""How ``shards/`` reaches files: a five-call seam, so this package imports no filesystem library.
+"""How ``shards/`` reaches files: a six-call seam, so this package imports no filesystem library.
 
 ``LocalFiles`` (the default everywhere in ``shards/``) reads local paths. Remote paths (``gs://``,
 ``s3://``) are read through the caller's access: ``pipeline.files.shard_files.BeamFiles`` (Beam's
@@ -37,6 +37,9 @@ class FileAccess(Protocol):
     def open(self, path: str) -> BinaryIO:
         """The file's bytes as stored (never decompressed), seekable."""
 
+    def size(self, path: str) -> int:
+        """The size of file ``path`` as stored, in bytes (compressed size for a gzip file)."""
+
 
 class LocalFiles:
     """``FileAccess`` on the local filesystem; a remote path is a clear ShardPathError."""
@@ -67,6 +70,9 @@ class LocalFiles:
 
     def open(self, path: str) -> BinaryIO:
         return open(self._local(path), "rb")  # noqa: SIM115 (the caller closes it)
+
+    def size(self, path: str) -> int:
+        return os.path.getsize(self._local(path))
 
 
 def read_text(path: str, files: FileAccess | None = None) -> str:

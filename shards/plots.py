@@ -162,10 +162,11 @@ def charts(report: dict[str, Any]) -> list[Chart]:
             "Masked-LM predictions per record",
             f"mean {_num(predictions['mean'])} · total {_int(predictions['total'])}",
             "used prediction slots (weight > 0)",
-            "records",
+            "records (log scale)",
             predictions["histogram"],
             "#c44e52",
             bin_name="predictions",
+            log_scale=True,
         ),
         Chart(
             "Segment A length",
@@ -378,7 +379,9 @@ def render_html(report: dict[str, Any]) -> str:
         "&#8220;mask&#8221;, the label itself &#8220;kept&#8221;, anything else "
         "&#8220;random&#8221;. The real-length chart counts records on a log scale: most records "
         "of a long-document corpus are full length (real length = max_seq_length), which on a "
-        "linear scale hides every other bin. A pair longer than max_seq_length is truncated to "
+        "linear scale hides every other bin. So does the masked-LM chart: most records use the "
+        "whole prediction budget, and the counts of the other bins are orders of magnitude "
+        "smaller. A pair longer than max_seq_length is truncated to "
         "exactly it, so every truncated pair is full length and the full-length share is an upper "
         "bound of the truncated share (the instance manifest counts the truncated pairs exactly)."
         "</p>"

@@ -8,6 +8,9 @@ trainer (through ``tf.io.gfile``); both pass their ``shards.files.FileAccess``. 
   never count (``is_shard_name``).
 - **Manifests** (``manifests_beside``): the ``manifest.json`` in each directory that holds one of
   the shards, or the one manifest the caller names.
+- **File sizes** (``size_mismatches``): a shard whose size on disk differs from the ``bytes``
+  its manifest recorded (a copy cut short); manifests written before sizes were recorded have
+  none, and their shards are not checked.
 - **Sizes and kind** (``settle_sizes``): every manifest that states sizes must agree with the
   others (``max_seq_length``, ``max_predictions_per_seq``, ``masking``, ``input_mode``, the
   vocabulary); without one, they come from the first record of the first shard that has a record
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from shards.files import FileAccess, LocalFiles, ShardPathError
@@ -28,6 +32,7 @@ from shards.reader import Frames, RecordSizes, open_shard
 from transforms.example_encoding import decode_example
 from transforms.features import FULL_SENTENCES, MANIFEST, SENTENCE_PAIRS, STATIC
 
+GZIP_MAGIC = b"\x1f\x8b"
 NOT_SHARD_NAMES = (MANIFEST, "stage.json", "run_summary.json", "trainer_config.json")
 NOT_SHARD_PREFIXES = (".", "_", "rejects")
 NOT_SHARD_SUFFIXES = (".json", ".jsonl", ".yaml", ".yml", ".md", ".html", ".png", ".parquet")
@@ -275,3 +280,79 @@ def listed_records(files: Sequence[str], manifests: Mapping[str, dict]) -> int |
         here = parent_of(path)
         total += sum(listed.get(f.rsplit("/", 1)[-1], 0) for f in files if parent_of(f) == here)
     return total
+
+
+@dataclass(frozen=True)
+class SizeMismatch:
+    """A shard whose size differs from the one its manifest recorded; sizes in bytes."""
+
+    shard: str
+    manifest: str
+    expected: int
+    actual: int
+
+    def __str__(self) -> str:
+        how = "cut short" if self.actual < self.expected else "longer than written"
+        return (
+            f"{self.shard}: {self.actual:,} bytes, the manifest says {self.expected:,} "
+            f"({how}: an interrupted copy, or changed since it was written)"
+        )
+
+
+def recorded_sizes(
+    files: Sequence[str], manifests: Mapping[str, dict], named: bool = False
+) -> dict[str, tuple[str, int, str | None]]:
+    """Shard → (manifest path, recorded bytes, compression written: ``none``/``gzip``/None) for
+    each of ``files`` its manifest lists with a size: the manifest in the shard's directory, or
+    with ``named`` (a manifest the caller named) any manifest, by file name. Manifests from
+    before sizes were recorded give none."""
+    found = {}
+    for path, m in manifests.items():
+        listed = {
+            s["file"]: s["bytes"]
+            for s in m.get("shards", [])
+            if isinstance(s, dict) and isinstance(s.get("bytes"), int)
+        }
+        compression = (m.get("config") or {}).get("compression")
+        here = parent_of(path)
+        for f in files:
+            name = f.rsplit("/", 1)[-1]
+            if (named or parent_of(f) == here) and name in listed:
+                found[f] = (path, listed[name], compression)
+    return found
+
+
+def _is_gzip(path: str, fs: FileAccess) -> bool:
+    with fs.open(path) as f:
+        return f.read(2) == GZIP_MAGIC
+
+
+def size_mismatches(
+    files: Sequence[str],
+    manifests: Mapping[str, dict],
+    fs: FileAccess | None = None,
+    threads: int = 16,
+    named: bool = False,
+) -> list[SizeMismatch]:
+    """Every shard of ``files`` whose size (``fs.size``, one metadata call each, ``threads`` at
+    a time) differs from the ``bytes`` its manifest recorded (``recorded_sizes``), in ``files``
+    order. Not checked: shards without a recorded size, and shards compressed otherwise than
+    written (gzipped or unzipped since: their size says nothing; the content checksum does)."""
+    fs = fs or LocalFiles()
+    recorded = recorded_sizes(files, manifests, named)
+    if not recorded:
+        return []
+    checked = [f for f in files if f in recorded]
+
+    def mismatch(shard: str) -> SizeMismatch | None:
+        manifest, expected, compression = recorded[shard]
+        actual = fs.size(shard)
+        if actual == expected:
+            return None
+        recompressed = compression in ("none", "gzip") and actual >= len(GZIP_MAGIC)
+        if recompressed and _is_gzip(shard, fs) != (compression == "gzip"):
+            return None
+        return SizeMismatch(shard, manifest, expected, actual)
+
+    with ThreadPoolExecutor(max_workers=max(1, min(threads, len(checked)))) as pool:
+        return [m for m in pool.map(mismatch, checked) if m is not None]

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from shards.files import FileAccess, read_text
-from shards.resolve import parent_of
+from shards.resolve import parent_of, size_mismatches
 from shards.scan import ScanRequest, ShardScan, scan_shards
 from shards.shard_set import ShardSet
 from transforms.features import DYNAMIC, INPUT_MODES, MASKINGS, SENTENCE_PAIRS, STATIC
@@ -154,8 +154,8 @@ def validate_shard_set(
     max_findings: int = 20,
     workers: int | None = None,
 ) -> Validation:
-    """Scans every record of ``shard_set`` (``shards.scan``) and gathers the findings: read
-    problems, broken records (at most ``max_findings`` named per shard), the manifests' files,
+    """Scans every record of ``shard_set`` (``shards.scan``) and gathers the findings: shards
+    whose size differs from the one their manifest recorded (checked first), read problems, broken records (at most ``max_findings`` named per shard), the manifests' files,
     counts and checksums (``manifests_findings``), with ``strict`` also a missing manifest and
     shard sizes that differ by more than one, the trainer configuration, the manifest's kind."""
     continuation = None
@@ -168,9 +168,15 @@ def validate_shard_set(
         is_continuation=continuation,
         files=shard_set.files,
     )
+    # Sizes first: one metadata call per shard names a shard cut short before any is read.
+    findings: list[str] = [
+        str(m)
+        for m in size_mismatches(
+            shard_set.paths, shard_set.manifests, shard_set.files, named=named_manifest
+        )
+    ]
     scans = scan_shards(shard_set.paths, request, workers)
-
-    findings: list[str] = [str(s.problem) for s in scans if s.problem]
+    findings += [str(s.problem) for s in scans if s.problem]
     for scan in scans:
         findings += [f"{v.shard}: record {v.record}: {v.rule}: {v.detail}" for v in scan.violations]
         hidden = scan.violation_count - len(scan.violations)

@@ -87,7 +87,8 @@ def evaluate_shards(
     batch_size: int,
     max_batches: int | None = None,
 ) -> dict[str, float]:
-    """``evaluate`` over shards, one ordered pass (partial last batch dropped only on TPU)."""
+    """``evaluate`` over shards, one ordered pass (partial last batch dropped only on TPU). A
+    shard that cannot be read: ``ShardReadError`` naming it."""
 
     def dataset_fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
         return input_pipeline.make_dataset(
@@ -99,7 +100,13 @@ def evaluate_shards(
             masking_seed=0,
         )
 
-    return evaluate(model, place.strategy, dataset_fn, max_batches)
+    try:
+        return evaluate(model, place.strategy, dataset_fn, max_batches)
+    except tf.errors.OpError as e:
+        if not input_pipeline.is_read_error(e):
+            raise
+        message = input_pipeline.read_failure(info, e, "while evaluating", "rerun")
+        raise input_pipeline.ShardReadError(message) from e
 
 
 def write_report(out: str, step: int, result: dict, **extra) -> dict:

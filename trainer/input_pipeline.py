@@ -4,6 +4,12 @@ Shards are found with ``tf.io.gfile`` (local paths, globs, directories, ``gs://`
 come from ``manifest.json`` beside them (bertprep's shards) or from flags (google-research/bert's
 shards have no manifest); either way the first record is read and must agree, and the sizes must
 fit the model (position table, vocabulary). GZIP is detected per file from the magic bytes.
+Every shard whose manifest recorded its size in bytes must still have it (a copy cut short is
+refused before step one; older manifests have no sizes and are not checked).
+
+A read error while training (``DataLossError`` and friends from the ``tf.data`` iterator) names
+no file; ``read_failure`` finds the damaged shard by reading each one with the same reader and
+parser, and says it in one line (``ShardReadError``).
 
 The dataset shards *files* across input pipelines (hosts) with a ``tf.distribute.InputContext``,
 reads files with a parallel interleave, shuffles records, batches with static shapes
@@ -13,7 +19,8 @@ reads files with a parallel interleave, shuffles records, batches with static sh
 from __future__ import annotations
 
 import json
-from concurrent.futures import ThreadPoolExecutor
+import re
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
@@ -27,7 +34,9 @@ from shards.resolve import (
     first_record,
     listed_records,
     manifests_beside,
+    parent_of,
     settle_sizes,
+    size_mismatches,
 )
 from trainer.dynamic_masking import DynamicMasking, mask_batch
 from trainer.model_presets import ModelConfig
@@ -110,6 +119,9 @@ class TfFileSystem:
     def open(self, path: str) -> BinaryIO:
         return tf.io.gfile.GFile(path, "rb")  # type: ignore[return-value]
 
+    def size(self, path: str) -> int:
+        return int(tf.io.gfile.stat(path).length)
+
 
 def compression_of(path: str) -> str:
     """``"GZIP"`` when the file starts with the gzip magic bytes, else ``""`` (name is ignored)."""
@@ -126,6 +138,7 @@ def resolve_shards(patterns: list[str] | tuple[str, ...]) -> ShardInfo:
     try:
         files = expand_shard_paths(list(patterns), fs)
         manifests = manifests_beside(files, fs)
+        check_recorded_sizes(files, manifests, fs)
         probe = first_record(files, fs)
         settled = settle_sizes(files, manifests, fs, probe)
     except ShardPathError as e:
@@ -191,6 +204,109 @@ def resolve_shards(patterns: list[str] | tuple[str, ...]) -> ShardInfo:
         masking=sizes.masking,
         input_mode=sizes.input_mode,
         dynamic_masking=next(iter(masking_specs.values())) if sizes.masking == DYNAMIC else None,
+    )
+
+
+def check_recorded_sizes(files, manifests, fs) -> None:
+    """ShardConfigError naming the first shard whose size differs from its manifest's record
+    (and how many more do), pointing to ``bertprep validate``; nothing for older manifests."""
+    try:
+        wrong = size_mismatches(files, manifests, fs)
+    except tf.errors.OpError as e:
+        raise ShardConfigError(f"cannot read the shards' sizes: {tf_message(e)}") from e
+    if wrong:
+        more = f" (and {len(wrong) - 1} more shard(s) of other sizes)" if len(wrong) > 1 else ""
+        raise ShardConfigError(
+            f"{wrong[0]}{more}; check the shards with: bertprep validate {parent_of(wrong[0].shard)}"
+        )
+
+
+class ShardReadError(RuntimeError):
+    """A shard could not be read while training or evaluating (after the checks before step
+    one): its message is the one line that ends the command."""
+
+
+_TF_NOISE = (
+    re.compile(r"\{\{function_node [^}]*\}\}\s*"),
+    re.compile(r"\s*\[\[\{\{node [^}]*\}\}\]\]"),
+    re.compile(r"\s*\[Op:[^\]]*\].*$", re.DOTALL),
+)
+
+
+def tf_message(error: tf.errors.OpError) -> str:
+    """The cause in a TensorFlow error's message, on one line (without the function and op
+    names TensorFlow wraps it in)."""
+    text = error.message or type(error).__name__
+    for noise in _TF_NOISE:
+        text = noise.sub("", text)
+    return " ".join(text.split()) or type(error).__name__
+
+
+def is_read_error(error: BaseException) -> bool:
+    """Whether ``error`` (raised from a ``tf.data`` iterator) says the shards could not be read:
+    damaged or truncated data, a file gone or not readable, storage unavailable, or a record
+    the parser rejects."""
+    if isinstance(
+        error,
+        (
+            tf.errors.DataLossError,
+            tf.errors.NotFoundError,
+            tf.errors.PermissionDeniedError,
+            tf.errors.UnavailableError,
+        ),
+    ):
+        return True
+    return isinstance(error, tf.errors.InvalidArgumentError) and bool(
+        re.search(r"Example|[Pp]arse", error.message or "")
+    )
+
+
+def shard_problem(info: ShardInfo, index: int) -> str | None:
+    """What stops ``info.files[index]`` from being read to its end with the training reader and
+    parser (its TensorFlow error, on one line), or None when it reads cleanly."""
+    path, compression, sizes = info.files[index], info.compressions[index], info.sizes
+    try:
+        dataset = (
+            tf.data.TFRecordDataset(path, compression_type=compression, buffer_size=8 << 20)
+            .batch(1024)
+            .map(lambda s: parse_batch(s, sizes))
+        )
+        dataset.reduce(tf.constant(0, tf.int64), lambda n, _: n + 1).numpy()
+    except tf.errors.OpError as e:
+        return f"{type(e).__name__}: {tf_message(e)}"
+    return None
+
+
+def find_damaged_shard(info: ShardInfo, threads: int = 16) -> tuple[str, str] | None:
+    """(shard, problem) of a shard of ``info`` that cannot be read (``shard_problem``), or None
+    when every one reads cleanly. Costs a read of the shards (``threads`` at a time), stopping
+    at the first damaged one: only after a read error."""
+    pool = ThreadPoolExecutor(max_workers=max(1, min(threads, len(info.files))))
+    try:
+        futures = {pool.submit(shard_problem, info, i): i for i in range(len(info.files))}
+        for future in as_completed(futures):
+            problem = future.result()
+            if problem is not None:
+                return info.files[futures[future]], problem
+        return None
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+def read_failure(info: ShardInfo, error: tf.errors.OpError, when: str, rerun: str) -> str:
+    """The one line that says a read error ``when`` it happened (``at step 12``): the damaged
+    shard and what is wrong with it, or (none damaged now) TensorFlow's words; then ``rerun``
+    (what a rerun does)."""
+    found = find_damaged_shard(info)
+    if found is None:
+        return (
+            f"reading the shards failed {when} ({type(error).__name__}: {tf_message(error)}); "
+            f"every shard reads cleanly now (a transient storage error?): {rerun}"
+        )
+    shard, problem = found
+    return (
+        f"shard {shard} cannot be read ({problem}) {when}: it is damaged; check the shards "
+        f"with: bertprep validate {parent_of(shard)}, replace it, then {rerun}"
     )
 
 

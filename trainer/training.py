@@ -1,5 +1,7 @@
 """The pretraining loop: checks before step one, distributed train steps, checkpoints and resume,
 TensorBoard logs, a progress line (trainer.progress), evaluation, and the exported encoder.
+A shard that cannot be read after step one ends the run with ``ShardReadError``, whose one-line
+message names it and the checkpoint a rerun resumes from.
 
 ``train(config)`` settles every size and checks the shards against the model before building
 anything (``ConfigMismatchError``/``ShardConfigError``), then builds the model and optimizer under
@@ -47,9 +49,12 @@ from trainer.input_pipeline import (
     ConfigMismatchError,
     DataSpec,
     ShardInfo,
+    ShardReadError,
     check_fits,
     in_memory,
+    is_read_error,
     make_dataset,
+    read_failure,
     resolve_shards,
 )
 from trainer.model_presets import ModelConfig
@@ -445,7 +450,19 @@ def _run_steps(
                 n = min(n, every - current % every)
         n = min(n, stop - current)
         t0 = time.perf_counter()
-        sums = loop(iterator, tf.constant(n, tf.int32))
+        try:
+            sums = loop(iterator, tf.constant(n, tf.int32))
+        except tf.errors.OpError as e:
+            if not is_read_error(e):
+                raise
+            latest = state.manager.latest_checkpoint
+            rerun = (
+                f"rerun: training resumes from {latest}"
+                if latest
+                else "rerun: no checkpoint yet, training starts over"
+            )
+            when = f"at step {current + 1}" if n == 1 else f"in steps {current + 1}-{current + n}"
+            raise ShardReadError(read_failure(info, e, when, rerun)) from e
         sums = {k: float(np.asarray(v)) for k, v in sums.items()}
         elapsed = time.perf_counter() - t0
         if not first_loop:

@@ -22,7 +22,10 @@ and learning-rate schedule continue). Phase 2: a new --out with --init-checkpoin
 model's --max-position-embeddings must cover both phases (BERT: 512 for both).
 Outputs in --out: checkpoints/, logs/ (TensorBoard), trainer_config.json, encoder.keras and
 encoder/ (a keras-hub preset) for fine-tuning, eval_results.json.
-Exit status: 0 done, 1 training failed, 2 bad configuration (nothing trained)."""
+A shard whose size differs from the one its manifest recorded (a copy cut short) is refused
+before step one; a shard that turns out damaged later ends the run in one line naming it.
+Exit status: 0 done, 1 training failed (diverged, or a damaged shard), 2 bad configuration or
+shards (nothing trained)."""
 
 
 def _positive(text: str) -> int:
@@ -205,6 +208,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
 
         import_tensorflow()  # first, so that its start-up lines stay quiet
         from trainer.evaluation import evaluate_run
+        from trainer.input_pipeline import ShardReadError
         from trainer.training import train
     except ImportError as e:
         raise UserError(f"{e}; install the training extras: pip install '.[train]'") from e
@@ -219,13 +223,15 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         config = config_from_args(args)
     except ValueError as e:
         raise UserError(str(e)) from e
-    if args.eval_only:
-        print(json.dumps(evaluate_run(config, log=log), indent=2))
-        return 0
     try:
+        if args.eval_only:
+            print(json.dumps(evaluate_run(config, log=log), indent=2))
+            return 0
         with contextlib.redirect_stdout(sys.stderr):  # progress and Keras output; stdout gets JSON
             result = train(config, log=log)
-    except FloatingPointError as e:  # the run diverged: not a usage error, exit 1
+    except (FloatingPointError, ShardReadError) as e:
+        # The run diverged, or a shard turned out damaged after step one: not a usage error
+        # (exit 1), said in one line (the message names the checkpoint or the shard).
         print(f"bertprep train: error: {e}", file=sys.stderr)
         return 1
     last = result.history[-1] if result.history else {}

@@ -6,7 +6,7 @@ creation order within a task. Position ``g`` goes to shard ``g % num_shards`` (s
 ordered by a keyed random 63-bit key. Consecutive instances of one document therefore land in
 different shards, and each shard mixes all buckets. A shard writer reads its block from every
 task's spill file, writes under a temporary name in a hidden directory that no shard reader looks
-into, renames, then reads the file back and counts.
+into, renames, then reads the file back and counts; its result records the file's size in bytes.
 """
 
 from __future__ import annotations
@@ -60,6 +60,9 @@ class ShardResult:
     records: int
     content_sha256: str
     """sha256 of the uncompressed TFRecord stream (framing included)."""
+    bytes: int
+    """Size of the file as written, in bytes (the compressed size for gzip): what a copy of the
+    shard must have (the trainer and ``bertprep validate`` compare it before reading)."""
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -144,7 +147,8 @@ class WriteShardFn(beam.DoFn):
                 f"shard {final}: expected {expected} records but read back {found} "
                 "(or the content differs); the output is not trustworthy"
             )
-        yield ShardResult(index, final, found, written).to_json()
+        size = FileSystems.match([final])[0].metadata_list[0].size_in_bytes
+        yield ShardResult(index, final, found, written, size).to_json()
 
     def _read_for_shard(self, index: int, spill: TaskSpill | GroupSpill):
         """(path, start, end, blocks) of what shard ``index`` needs from one spill file: one

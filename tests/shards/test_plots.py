@@ -222,3 +222,21 @@ def test_log_ticks():
     assert log_ticks(1) == [0, 1]
     assert log_ticks(7) == [0, 1, 10]
     assert log_ticks(3839) == [0, 1, 10, 100, 1000, 10000]
+
+
+def test_masked_lm_chart_is_log_scaled_so_small_bins_stay_visible():
+    """Most records fill the prediction budget: the other bins are orders of magnitude smaller,
+    and on a linear scale 3 records next to 20,000 would be drawn as the 1 px minimum."""
+    from shards.plots import charts
+
+    data = report()
+    data["predictions_per_instance"]["histogram"] = [0, 3, 5, 40, 900, 20_000]
+    masked = next(c for c in charts(data) if c.title == "Masked-LM predictions per record")
+    assert masked.log_scale and masked.y_label == "records (log scale)"
+    svgs = list(ET.fromstring(render_html(data)).iter(f"{SVG}svg"))
+    svg = svgs[CHART_TITLES.index("Masked-LM predictions per record")]
+    heights = [float(r.get("height")) for r in svg.findall(f"{SVG}rect")]
+    assert len(heights) == 5
+    assert min(heights) >= 0.1 * max(heights)  # linear: 3 / 20,000 of it
+    labels = [t.text for t in svg.findall(f"{SVG}text")]
+    assert {"1", "10", "100", "1k", "10k", "records (log scale)"} <= set(labels)

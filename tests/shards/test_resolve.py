@@ -17,6 +17,7 @@ from shards.resolve import (
     listed_records,
     manifests_beside,
     settle_sizes,
+    size_mismatches,
 )
 from transforms.example_encoding import encode_examples
 from transforms.features import FULL_SENTENCES, SENTENCE_PAIRS
@@ -106,6 +107,36 @@ def test_the_trainer_reads_through_the_same_resolver(tmp_path):
     (tmp_path / "a" / "rejects.jsonl").write_text("")
     given = [str(tmp_path / "a"), str(tmp_path / "*" / "*.tfrecord")]
     assert expand_shard_paths(given, TfFileSystem()) == expand_shard_paths(given, LocalFiles())
+
+
+def test_shards_of_other_sizes_than_recorded_are_named_by_every_file_access(tmp_path):
+    """A shard cut short differs from the manifest's ``bytes``; one gzipped since it was written
+    (same content) and manifests without sizes are not size-checked."""
+    import gzip
+
+    from pipeline.files.shard_files import BeamFiles
+    from trainer.input_pipeline import TfFileSystem
+
+    paths = [write_shard(tmp_path / f"s{i}.tfrecord", 3) for i in range(3)]
+    full = paths[0].stat().st_size
+    entries = [{"file": p.name, "records": 3, "content_sha256": "x", "bytes": full} for p in paths]
+    manifest = {"max_seq_length": 16, "max_predictions_per_seq": 4, "shards": entries}
+    manifest["config"] = {"compression": "none"}
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    paths[1].write_bytes(paths[1].read_bytes()[: full // 2])
+    paths[2].write_bytes(gzip.compress(paths[2].read_bytes()))
+    files = [str(p) for p in paths]
+    for access in (LocalFiles(), BeamFiles(), TfFileSystem()):
+        found = size_mismatches(files, manifests_beside(files, access), access)
+        assert [(m.shard, m.expected, m.actual) for m in found] == [(files[1], full, full // 2)]
+        assert str(found[0]) == (
+            f"{files[1]}: {full // 2:,} bytes, the manifest says {full:,} (cut short: an "
+            "interrupted copy, or changed since it was written)"
+        )
+    for entry in entries:
+        del entry["bytes"]
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    assert size_mismatches(files, manifests_beside(files)) == []
 
 
 def test_local_files_refuse_remote_paths_clearly():

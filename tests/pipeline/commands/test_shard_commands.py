@@ -101,6 +101,32 @@ def test_truncated_shard_is_named_with_offset(copy_of, capsys):
     assert f"{shard.name}: record" in stdout and "at byte" in stdout and "truncated" in stdout
 
 
+def test_a_shard_cut_short_is_named_by_its_recorded_size(copy_of, capsys):
+    out = copy_of()
+    shard = shard_files(out)[1]
+    full = shard.stat().st_size
+    shard.write_bytes(shard.read_bytes()[: full // 2])  # an interrupted copy, manifest unchanged
+    code, stdout, _ = cli(capsys, "validate", str(out), "--workers", "1")
+    assert code == 1
+    findings = stdout.splitlines()
+    assert findings[0] == (
+        f"{shard}: {full // 2:,} bytes, the manifest says {full:,} (cut short: an interrupted "
+        "copy, or changed since it was written)"
+    )
+    assert sum(str(shard) in f for f in findings) == 2  # the size, then where the records end
+    assert "truncated" in findings[1]
+
+
+def test_manifests_without_sizes_are_validated_as_before(copy_of, capsys):
+    out = copy_of()
+    manifest = json.loads((out / "manifest.json").read_text())
+    for entry in manifest["shards"]:
+        del entry["bytes"]
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    code, stdout, _ = cli(capsys, "validate", str(out), "--workers", "1")
+    assert code == 0, stdout
+
+
 def test_flipped_byte_is_a_checksum_finding(copy_of, capsys):
     out = copy_of()
     shard = shard_files(out)[0]

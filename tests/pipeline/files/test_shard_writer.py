@@ -77,3 +77,18 @@ def test_group_files_give_the_same_shards_with_one_read_per_group(tmp_path):
     again = merge_groups(tmp_path, tasks, target_bytes=1)  # a retry: same files, one per task
     assert len(again) == len(tasks)
     assert not list(tmp_path.glob("*.partial-*"))
+
+
+def test_results_record_each_file_size_as_written(tmp_path):
+    """``bytes`` is the file's size on disk: the compressed size for gzip."""
+    import os
+
+    tasks = spills(tmp_path)
+    for compression in ("none", "gzip"):
+        out = tmp_path / compression
+        out.mkdir()
+        fn = WriteShardFn(str(out), "instances", NUM_SHARDS, compression)
+        results = [r for index in range(NUM_SHARDS) for r in fn.process(index, tasks)]
+        assert [r["bytes"] for r in results] == [os.path.getsize(r["path"]) for r in results]
+        if compression == "gzip":
+            assert all(r["path"].endswith(".gz") for r in results)
