@@ -696,8 +696,9 @@ class BertWordPieceTokenizer:
         return self._fast_path().tokenizer.encode(prepared, add_special_tokens=False).ids
 
     def tokenize(self, text: str) -> list[str]:
-        """Token strings of one text, for debugging and tests."""
-        return self.tokenizer.encode(text, add_special_tokens=False).tokens
+        """Token strings of one text, for debugging and tests: the tokens of ``encode(text)``
+        (lone surrogates dropped first, as there and in ``encode_batch``)."""
+        return self.tokenizer.encode(_LONE_SURROGATE.sub("", text), add_special_tokens=False).tokens
 
     def settings(self) -> dict[str, Any]:
         """What a manifest needs to pin this tokenization."""

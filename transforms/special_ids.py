@@ -21,14 +21,23 @@ class SpecialIds:
     vocab_size: int | None = None
 
     def __post_init__(self) -> None:
+        """Raises ValueError when [CLS], [SEP] and pad share an id, or when any id given (unk
+        None excepted) is negative or, with a known ``vocab_size``, not below it; the message
+        names the id at fault."""
         if len({self.cls_id, self.sep_id, self.pad_id}) != 3:
             raise ValueError(f"[CLS], [SEP] and pad ids must differ: {self}")
-        if min(self.cls_id, self.sep_id, self.pad_id) < 0:
-            raise ValueError(f"special ids must be >= 0: {self}")
-        if self.vocab_size is not None and max(self.cls_id, self.sep_id, self.pad_id) >= (
-            self.vocab_size
-        ):
-            raise ValueError(f"special ids must be < vocab_size: {self}")
+        given = {name: value for name, value in self.ids().items() if value is not None}
+        for name, value in given.items():
+            if value < 0:
+                raise ValueError(f"special ids must be >= 0, got {name}={value}: {self}")
+        if self.vocab_size is None:
+            return
+        for name, value in given.items():
+            if value >= self.vocab_size:
+                raise ValueError(
+                    f"special ids must be < vocab_size, got {name}={value} with vocab_size="
+                    f"{self.vocab_size} (ids lie in [0, {self.vocab_size})): {self}"
+                )
 
     def ids(self) -> dict[str, int | None]:
         """The five ids by field name (``cls_id`` ... ``pad_id``), without the vocabulary size."""

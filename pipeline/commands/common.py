@@ -100,6 +100,55 @@ def parser_options(parser: argparse.ArgumentParser) -> list[str]:
     return [s for a in parser._actions for s in a.option_strings if s.startswith("--")]
 
 
+def typed_spellings(argv: Iterable[str], parser: argparse.ArgumentParser) -> dict[str, str]:
+    """Each other spelling of an option the user typed in ``argv`` → the spelling typed
+    (``--max-seq-length`` → ``--max_seq_length``, ``--seed`` → ``--random_seed``).
+
+    An option is matched as ``parser`` matches it: in full or by a unique prefix (then the
+    full spelling that prefix starts). A ``--x/--no-x`` switch maps each sense only to its own
+    sense. Anything after ``--`` and any token ``parser`` does not know is left out."""
+    actions = parser._option_string_actions
+    spellings: dict[str, str] = {}
+    for token in argv:
+        if token == "--":
+            break
+        if not token.startswith("--"):
+            continue
+        name = token.split("=", 1)[0]
+        if name not in actions:
+            starting = [s for s in actions if s.startswith(name)]
+            if len({id(actions[s]) for s in starting}) != 1:
+                continue
+            name = min(starting, key=len)
+        action = actions[name]
+        negative = isinstance(action, argparse.BooleanOptionalAction) and name.startswith("--no-")
+        for other in action.option_strings:
+            same_sense = not isinstance(action, argparse.BooleanOptionalAction) or (
+                other.startswith("--no-") == negative
+            )
+            if other != name and other.startswith("--") and same_sense:
+                spellings[other] = name
+    return spellings
+
+
+def as_typed(message: str, argv: Iterable[str], parser: argparse.ArgumentParser) -> str:
+    """``message`` with each option it names spelt as the user typed it in ``argv`` (see
+    ``typed_spellings``): an error about ``--max-seq-length`` says ``--max_seq_length`` to a
+    user who wrote that. Options the user did not type, and text that merely starts like an
+    option (``--max-seq-length-x``), stay as they are."""
+    import re
+
+    spellings = typed_spellings(argv, parser)
+    if not spellings:
+        return message
+    pattern = re.compile(
+        r"(?<![\w-])("
+        + "|".join(re.escape(s) for s in sorted(spellings, key=len, reverse=True))
+        + r")(?![\w-])"
+    )
+    return pattern.sub(lambda m: spellings[m.group(1)], message)
+
+
 def add_job_flags(
     parser: argparse.ArgumentParser | argparse._ArgumentGroup,
     job: type,

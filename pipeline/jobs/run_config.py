@@ -1,13 +1,15 @@
 """The end-to-end job's configuration: a YAML file (safe-loaded), validated key by key.
 
 Unknown keys, wrong types and impossible values are errors that name the key (``phases[1].dupe
-_factor``); ``--set a.b=value`` overrides any key with a YAML scalar.
+_factor``); a key an earlier version read (``REMOVED``) says what replaces it; ``--set
+a.b=value`` overrides any key with a YAML scalar.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_type_hints
@@ -53,6 +55,23 @@ VocabConfig = section(
 ALIASES = {"vocab": {"lowercase": "do_lower_case"}}
 """Older spellings still read (the job's name is the one written)."""
 
+REMOVED = {
+    "clean": {
+        "num_shards": (
+            "the clean output is no longer cut into a fixed number of files; each file now holds "
+            "about clean.chunk_mb MB of text (default 16): set chunk_mb instead, or drop the key"
+        ),
+    },
+}
+"""Keys an earlier version read and this one does not, by section (``phases`` for every
+``phases[i]``): key → what replaces it. A config that still carries one is an error that says
+so (not a bare "unknown key"), so that nothing it asks for is silently ignored."""
+
+
+def _section_of(where: str) -> str:
+    """The section a key path lies in, without list indexes: ``phases[1]`` → ``phases``."""
+    return re.sub(r"\[\d+\]", "", where)
+
 
 @dataclass
 class EvalConfig:
@@ -96,6 +115,9 @@ def _check(value: Any, kind: Any, where: str) -> Any:
         for key, item in value.items():
             path = f"{where}.{key}" if where else str(key)
             key = aliases.get(key, key)
+            if key not in known and key in REMOVED.get(_section_of(where), {}):
+                note = REMOVED[_section_of(where)][key]
+                raise ConfigError(f"{path}: removed in an earlier version: {note}")
             if key not in known:
                 close = difflib.get_close_matches(str(key), known, n=1)
                 hint = f" (did you mean {close[0]}?)" if close else f" (known: {', '.join(known)})"

@@ -22,9 +22,10 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from pipeline.files.artifacts import write_bytes_atomically
+from pipeline.files.artifacts import parquet_rows, write_bytes_atomically
 from pipeline.files.input_files import expand_inputs
 from pipeline.jobs.scaffold import prepare_output, write_manifest
+from pipeline.runtime.progress import ProgressMonitor, ProgressReporter, progress_dir
 from transforms.errors import UserError
 from transforms.seeding import DEFAULT_SEED, stable_hash64
 
@@ -73,20 +74,54 @@ def _keyed_sentences(row: dict, seed: int, per_mille: int, exclude_eval: float =
             yield heldout, (stable_hash64(seed, "sample", row["doc_id"], i), sentence)
 
 
+class KeySentencesFn(beam.DoFn):
+    """A document row → its (heldout, (key, sentence)) pairs (``_keyed_sentences``); adds one
+    to ``progress`` per document read, held out by the split or not (flushed per bundle)."""
+
+    def __init__(
+        self,
+        seed: int,
+        per_mille: int,
+        exclude_eval: float,
+        progress: ProgressReporter | None = None,
+    ) -> None:
+        self._args = (seed, per_mille, exclude_eval)
+        self._progress = progress
+
+    def process(self, row: dict):
+        yield from _keyed_sentences(row, *self._args)
+        if self._progress is not None:
+            self._progress.add(1)
+
+    def finish_bundle(self) -> None:
+        if self._progress is not None:
+            self._progress.flush()
+
+
 def _write_lines(path: str, keyed: list[tuple[int, str]]) -> None:
     text = "".join(s.replace("\n", " ") + "\n" for _, s in sorted(keyed))
     _write_text(path, text)
 
 
-def build_pipeline(p: beam.Pipeline, config: VocabJobConfig, pattern: str) -> None:
-    """Adds the two sampling branches to ``p``; each writes one text file of sentences."""
+def build_pipeline(
+    p: beam.Pipeline, config: VocabJobConfig, pattern: str, watch: str | None = None
+) -> None:
+    """Adds the two sampling branches to ``p``; each writes one text file of sentences. With
+    ``watch`` (a progress directory) the readers report the documents they read there."""
     samples = FileSystems.join(config.output, _SAMPLES)
     seed, per_mille = config.seed, config.heldout_per_mille
     keyed = (
         p
         | "ReadDocuments" >> beam.io.ReadFromParquet(pattern, columns=["doc_id", "sentences"])
         | "KeySentences"
-        >> beam.FlatMap(_keyed_sentences, seed, per_mille, config.exclude_eval_fraction)
+        >> beam.ParDo(
+            KeySentencesFn(
+                seed,
+                per_mille,
+                config.exclude_eval_fraction,
+                ProgressReporter(watch) if watch else None,
+            )
+        )
     )
     for name, heldout, size in (
         ("train", False, config.sample_sentences),
@@ -122,6 +157,9 @@ def run_vocab_job(
 ) -> dict:
     """Samples, trains, reports; returns the manifest (also written to ``output/manifest.json``).
 
+    While the sample is drawn, a ``vocab: N of M documents`` progress line (on a terminal;
+    otherwise ``progress`` receives it periodically).
+
     Raises VocabJobError for an empty corpus, a vocab size too small for the specials and the
     alphabet, or too little text for the requested size.
     """
@@ -137,9 +175,14 @@ def run_vocab_job(
     prepare_output(config.output, ("vocab.txt", "tokenizer.json", "vocab_report.json"), [_SAMPLES])
     started = time.monotonic()
     job_started = started
+    watch = progress_dir(config.output)
+    total = sum(parquet_rows(f.path) for f in files)
     p = beam.Pipeline(options=pipeline_options)
-    build_pipeline(p, config, pattern)
-    p.run().wait_until_finish()
+    build_pipeline(p, config, pattern, watch)
+    with ProgressMonitor(watch, "vocab", total, "documents", progress) as monitor:
+        result = p.run()
+        monitor.follow(result)
+        result.wait_until_finish()
     sampling_s = time.monotonic() - started
     samples = FileSystems.join(config.output, _SAMPLES)
     train = _read_lines(FileSystems.join(samples, "train.txt"))

@@ -314,6 +314,18 @@ def test_lone_surrogates_are_dropped_as_the_reference_does(tiny_vocab_path: Path
     assert [ref_ids(t) for t in texts] == expected
 
 
+def test_tokenize_drops_lone_surrogates_as_the_batch_path_does(tiny_vocab_path: Path) -> None:
+    """The debugging ``tokenize()`` gives the tokens of the ids ``encode_batch`` gives, lone
+    surrogates included (it used to hand them to Rust and raise a TypeError)."""
+    vocab = Vocab.from_bytes(tiny_vocab_path.read_bytes())
+    for lower in (True, False):
+        tok = BertWordPieceTokenizer(vocab, do_lower_case=lower)
+        texts = ["a\ud800b", "\udfff", "hello\udc80 world", "unaffable\ud83d\ude00", "Hello"]
+        batch = tok.encode_batch(texts)
+        assert [[vocab.id_of(t) for t in tok.tokenize(text)] for text in texts] == batch
+        assert tok.tokenize("a\ud800b") == tok.tokenize("ab") and tok.tokenize("\udfff") == []
+
+
 def test_full_word_cache_is_replaced_not_cleared_in_place(
     tiny_vocab: Vocab, monkeypatch: pytest.MonkeyPatch
 ) -> None:

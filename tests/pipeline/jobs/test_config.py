@@ -131,6 +131,64 @@ def test_the_older_vocab_lowercase_key_is_still_read():
     assert phase_job_configs(config, config.phases[0], "v.txt")["train"].do_lower_case is False
 
 
+# configs/sample.yaml as the first version of `bertprep run` wrote it (commit 4e23bd2).
+FIRST_SAMPLE = """\
+output: bertprep-out
+seed: 12345
+inputs:
+  wikipedia: [../sample/wiki/*.xml]
+  books: [../sample/books/*.txt]
+clean:
+  dedup: near
+  min_words: 20
+  num_shards: 2
+vocab:
+  vocab_size: 3000
+  lowercase: true
+  min_frequency: 2
+eval:
+  fraction: 0.1
+phases:
+  - name: seq128
+    max_seq_length: 128
+    max_predictions_per_seq: 20
+    dupe_factor: 3
+    num_shards: 4
+    eval_num_shards: 1
+"""
+
+
+def test_a_removed_key_says_it_was_removed_and_what_replaces_it(tmp_path):
+    old = tmp_path / "old.yaml"
+    old.write_text(FIRST_SAMPLE, encoding="utf-8")
+    message = r"^clean\.num_shards: removed in an earlier version: .*set chunk_mb instead"
+    with pytest.raises(ConfigError, match=message) as caught:
+        load_run_config(old)
+    assert "unknown key" not in str(caught.value)
+    with pytest.raises(ConfigError, match=message):
+        load_run_config(SAMPLE, ["clean.num_shards=4"])
+    # Doing as it says is enough: the rest of the old config still reads.
+    old.write_text(FIRST_SAMPLE.replace("  num_shards: 2\n", ""), encoding="utf-8")
+    config = load_run_config(old)
+    assert config.phases[0].num_shards == 4 and config.vocab.do_lower_case is True
+
+
+def test_other_unknown_keys_are_still_unknown_and_removed_ones_stay_removed():
+    from pipeline.jobs.run_config import REMOVED, RunConfig
+
+    with pytest.raises(ConfigError, match=r"clean\.min_word: unknown key \(did you mean min_words"):
+        load_run_config(SAMPLE, ["clean.min_word=3"])
+    with pytest.raises(ConfigError, match=r"vocab\.num_shards: unknown key"):
+        load_run_config(SAMPLE, ["vocab.num_shards=3"])
+    assert load_run_config(SAMPLE, ["phases.0.num_shards=3"]).phases[0].num_shards == 3
+    # The table names no key that is read again (or it would shadow nothing, silently stale).
+    sections = {f.name: f.type for f in dataclasses.fields(RunConfig)}
+    for section_name, keys in REMOVED.items():
+        kind = {"clean": CleanConfig, "vocab": VocabConfig, "phases": PhaseConfig}[section_name]
+        assert section_name in sections
+        assert not set(keys) & {f.name for f in dataclasses.fields(kind)}, section_name
+
+
 def test_stage_fingerprints_take_the_whole_config_and_the_version(monkeypatch):
     job = clean_job_config(load_run_config(SAMPLE))
     base = stage_fingerprint("clean", job)

@@ -150,3 +150,28 @@ def test_an_empty_vocab_check_sample_is_not_called_held_out(tmp_path, sample_cor
     assert "held-out" not in text and "held out" not in text
     assert "the vocab report has no [UNK] rate or fertility: its own 0% sample" in text
     assert "not the eval split" in text
+
+
+def test_the_vocab_stage_reports_every_document_it_reads(
+    tmp_path, sample_corpus_files, monkeypatch
+):
+    """Like clean, tokenize and instances, the sampling pass shows ``vocab: N of M documents``."""
+    from pipeline.runtime.progress import ProgressMonitor
+
+    seen: list[ProgressMonitor] = []
+    original_exit = ProgressMonitor.__exit__
+
+    def remember(self, *exc):
+        original_exit(self, *exc)
+        seen.append(self)
+
+    monkeypatch.setattr(ProgressMonitor, "__exit__", remember)
+    source = sample_parquet(tmp_path / "clean", sample_corpus_files)
+    documents = pq.read_metadata(source / "documents-00000-of-00001.parquet").num_rows
+    manifest, out = train(tmp_path, source, vocab_size=500, exclude_eval_fraction=0.3)
+    (monitor,) = seen
+    assert (monitor.label, monitor.unit, monitor.total) == ("vocab", "documents", documents)
+    # Documents the split holds out are read (and counted) too, only not sampled.
+    assert monitor.observed and monitor.observed[-1] == documents
+    assert manifest["samples"]["train_sentences"] > 0
+    assert not (out / ".progress").exists()  # cleaned up
