@@ -104,13 +104,21 @@ def unknown_argument_error(
 def main(argv: list[str] | None = None) -> int:
     """Entry point. Options the command does not define must be Beam pipeline options (for the
     commands that run a pipeline), passed on to Beam; anything else exits 2 naming it, and so
-    does every ``transforms.errors.UserError`` a command raises (caught here, once)."""
+    does every ``transforms.errors.UserError`` a command raises (caught here, once).
+
+    The failures that are not the user's fault but have a plain cause end here too, in one line
+    (``pipeline.runtime.failures``): an interrupt (exit 130), a full disk naming the path, a Beam
+    worker process that died with its exit status (exit 1); the line names the stage of
+    ``bertprep run`` that was running and says that a rerun resumes. Their tracebacks, and the
+    local runner's error logs and thread tracebacks that come with them, only with --verbose.
+    """
     argv = sys.argv[1:] if argv is None else argv
-    _quiet_logging("-v" in argv or "--verbose" in argv)
+    verbose = "-v" in argv or "--verbose" in argv
+    _quiet_logging(verbose)
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     extra = [a for a in extra if a not in ("-v", "--verbose")]  # taken anywhere on the line
-    from pipeline.commands.common import parser_options
+    from pipeline.commands.common import as_typed, parser_options
 
     command = _subcommand_parser(parser, args.command)
     takes_beam = getattr(args, "beam_options", False)
@@ -119,12 +127,31 @@ def main(argv: list[str] | None = None) -> int:
     )
     if problem:
         return _user_error(args.command, problem)
+    from pipeline.runtime.failures import (
+        RunnerNoise,
+        classify,
+        current_stage,
+        describe,
+        reset_stage,
+    )
     from transforms.errors import UserError
 
-    try:
-        return args.run(args, extra)
-    except UserError as e:
-        return _user_error(args.command, str(e))
+    reset_stage()
+    with RunnerNoise(hold=not verbose) as noise:
+        try:
+            return args.run(args, extra)
+        except UserError as e:
+            return _user_error(args.command, as_typed(str(e), argv, command))
+        except BaseException as e:
+            failure = classify(e, noise.thread_errors)
+            if failure is None:
+                raise
+            if verbose:
+                traceback.print_exc()
+            noise.drop()
+            line = describe(failure, current_stage(), getattr(args, "output", None))
+            print(f"bertprep {args.command}: {line}", file=sys.stderr, flush=True)
+            return failure.exit_code
 
 
 def _user_error(command: str, message: str) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import uuid
+from collections.abc import Iterator
 
 import apache_beam as beam
 from apache_beam.io.filesystem import BeamIOError, CompressionTypes
@@ -57,12 +58,26 @@ def write_bytes_atomically(path: str, data: bytes) -> None:
     """
     temp = temporary_name(path)
     try:
-        with FileSystems.create(temp) as f:
+        with naming(path), FileSystems.create(temp) as f:
             f.write(data)
     except BaseException:
         _delete_quietly(temp)
         raise
     commit(temp, path)
+
+
+@contextlib.contextmanager
+def naming(path: str) -> Iterator[None]:
+    """An ``OSError`` raised inside without a file name (a failed ``write()`` or ``close()``
+    names none: ``[Errno 28] No space left on device``) is raised again as one naming ``path``,
+    the file being written, chained to the original; so a full disk says which file it refused,
+    also when Beam passes the error on as text."""
+    try:
+        yield
+    except OSError as e:
+        if e.filename is None and e.errno is not None:
+            raise OSError(e.errno, e.strerror, path) from e
+        raise
 
 
 def commit(temp: str, path: str) -> None:
@@ -130,13 +145,15 @@ class TextPart:
         self._file = None
 
     def write(self, text: str) -> None:
-        if self._file is None:
-            self._file = FileSystems.create(self._temp)
-        self._file.write(text.encode("utf-8"))
+        with naming(self.path):
+            if self._file is None:
+                self._file = FileSystems.create(self._temp)
+            self._file.write(text.encode("utf-8"))
 
     def close(self) -> None:
         if self._file is not None:
-            self._file.close()
+            with naming(self.path):
+                self._file.close()
             self._file = None
             commit(self._temp, self.path)
 
@@ -166,8 +183,8 @@ def merge_reject_parts(pattern: str, output: str) -> int:
     streaming, then deletes them; returns the number of lines written."""
     parts = sorted(m.path for m in FileSystems.match([pattern])[0].metadata_list)
     lines = 0
-    temp = output + ".tmp"
-    with FileSystems.create(temp) as out:
+    temp = temporary_name(output)
+    with naming(output), FileSystems.create(temp) as out:
         for part in parts:
             with FileSystems.open(part, compression_type=CompressionTypes.UNCOMPRESSED) as f:
                 while chunk := f.read(1 << 20):
@@ -177,6 +194,44 @@ def merge_reject_parts(pattern: str, output: str) -> int:
     if parts:
         FileSystems.delete(parts)
     return lines
+
+
+PARTIAL = ".partial-"
+"""What ``temporary_name`` puts in a name: a file still being written, or left by a killed or
+retried attempt."""
+BEAM_TEMP = "beam-temp-"
+"""The prefix of the directories Beam's file sinks (``WriteToText``) write in before they
+finalize; a killed job leaves them behind."""
+
+
+def delete_litter(directory: str) -> int:
+    """Deletes what killed or retried attempts leave in ``directory`` and its subdirectories
+    (one level down, where the jobs write): unfinished temporary files (``*.partial-*``) and
+    Beam's temporary directories (``beam-temp-*``, with everything in them). Only for a
+    directory no job is writing to: before a job runs, or once it has finished. Returns how
+    many files were deleted."""
+    patterns = [f"{level}*{PARTIAL}*" for level in ("", "*/")] + [
+        f"{level}{BEAM_TEMP}*/**" for level in ("", "*/")
+    ]
+    litter = sorted(
+        {path for p in patterns for path in matching_paths(FileSystems.join(directory, p))}
+    )
+    if litter:
+        FileSystems.delete(litter)
+    for level in ("", "*/"):  # the (local) directories themselves, emptied above or empty
+        for temp in _local_directories(FileSystems.join(directory, f"{level}{BEAM_TEMP}*")):
+            FileSystems.delete([temp])
+    return len(litter)
+
+
+def _local_directories(pattern: str) -> list[str]:
+    """Directories matching ``pattern`` on a local disk (an object store has none)."""
+    import glob
+    import os
+
+    if "://" in pattern and not pattern.startswith("file://"):
+        return []
+    return [p for p in glob.glob(pattern.removeprefix("file://")) if os.path.isdir(p)]
 
 
 def matching_paths(pattern: str) -> list[str]:
@@ -201,21 +256,26 @@ class ParquetPart:
 
         self.path = path
         self.rows = 0
-        self._temp = f"{path}.partial-{uuid.uuid4().hex[:12]}"
-        self._file = FileSystems.create(self._temp, compression_type=CompressionTypes.UNCOMPRESSED)
+        self._temp = temporary_name(path)
+        with naming(path):
+            self._file = FileSystems.create(
+                self._temp, compression_type=CompressionTypes.UNCOMPRESSED
+            )
+            self._writer = pq.ParquetWriter(self._file, schema, compression="snappy")
         self._schema = schema
-        self._writer = pq.ParquetWriter(self._file, schema, compression="snappy")
 
     def write(self, rows: list[dict]) -> None:
         import pyarrow as pa
 
         if rows:
-            self._writer.write_table(pa.Table.from_pylist(rows, schema=self._schema))
+            with naming(self.path):
+                self._writer.write_table(pa.Table.from_pylist(rows, schema=self._schema))
             self.rows += len(rows)
 
     def close(self) -> None:
-        self._writer.close()
-        self._file.close()
+        with naming(self.path):
+            self._writer.close()
+            self._file.close()
         commit(self._temp, self.path)
 
     def abandon(self) -> None:

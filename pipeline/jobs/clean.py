@@ -108,6 +108,63 @@ class CleanJobConfig:
         return {s: getattr(self, s) for s in SOURCES if getattr(self, s)}
 
 
+REJECT_REASONS = (
+    "unreadable_file",
+    "truncated_file",
+    "truncated_dump",
+    "empty_file",
+    "binary_file",
+    "invalid_json_line",
+    "missing_text_field",
+    "boilerplate_not_found",
+    "empty_book",
+    "dropped_namespace",
+    "dropped_redirect",
+    "dropped_empty",
+    "dropped_disambiguation",
+    "dropped_too_short",
+    "dropped_duplicate_exact",
+    "dropped_duplicate_near",
+)
+"""Every reason a clean reject is written for; each has the counter of the same name, one count
+per reject (``wikipedia.dropped_redirect``). A reason not listed is reconciled too when the
+file holds it; the list is what lets a reason whose every line went missing be noticed."""
+
+
+def reconcile_rejects(path: str, per_source: dict[str, dict[str, int]]) -> dict[str, int]:
+    """Checks ``rejects.jsonl`` at ``path`` against the workers' counts (``per_source``: source
+    → counter → count): for every source and reject reason, the lines that name both must equal
+    that source's counter of the reason (``REJECT_REASONS`` and any other reason the file
+    holds). Raises CleanReconciliationError naming the first that differs, or a line that is no
+    reject record; returns the lines by ``source.reason``."""
+    import json
+    from collections import Counter
+
+    from apache_beam.io.filesystem import CompressionTypes
+
+    found: Counter[str] = Counter()
+    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        for number, line in enumerate(f, 1):
+            try:
+                record = json.loads(line)
+                found[f"{record['source']}.{record['reason']}"] += 1
+            except (ValueError, KeyError, TypeError) as e:
+                raise CleanReconciliationError(
+                    f"{path}: line {number} is not a reject record ({e})"
+                ) from e
+    reasons = set(REJECT_REASONS) | {key.split(".", 1)[1] for key in found}
+    sources = set(per_source) | {key.split(".", 1)[0] for key in found}
+    for source in sorted(sources):
+        for reason in sorted(reasons):
+            reconcile(
+                f"{source} rejects {reason} (rejects.jsonl)",
+                per_source.get(source, {}).get(reason, 0),
+                found[f"{source}.{reason}"],
+                CleanReconciliationError,
+            )
+    return dict(sorted(found.items()))
+
+
 def work_units(kind: str, files: list[InputFile], config: CleanJobConfig) -> list[WorkUnit]:
     """Files as units of work; a multistream dump with its index becomes one unit per range."""
     from pipeline.files.multistream import index_path, split_ranges, stream_offsets
@@ -277,6 +334,7 @@ def run_clean_job(
         FileSystems.join(staging, "rejects-*.jsonl"), FileSystems.join(config.output, REJECTS)
     )
     delete_tree(staging)
+    reconcile_rejects(FileSystems.join(config.output, REJECTS), per_source)
     files_out = {
         path.rsplit("/", 1)[-1]: _documents_and_sentences(path)
         for path in matching_paths(FileSystems.join(config.output, "documents-*.parquet"))

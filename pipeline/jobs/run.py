@@ -26,6 +26,7 @@ from pipeline.jobs.config import job_settings, stage_fingerprint
 from pipeline.jobs.instances import InstancesJobConfig
 from pipeline.jobs.run_config import SOURCES, PhaseConfig, RunConfig
 from pipeline.jobs.vocab import VocabJobConfig
+from pipeline.runtime.failures import running_stage
 from transforms.errors import UserError
 
 STAGE_FILE = "stage.json"
@@ -101,7 +102,8 @@ class Runner:
         for name in names:
             self.progress(f"{name}: running...{together if name == names[0] else ''}")
         started = time.monotonic()
-        done = work(names)
+        with running_stage(names, [directory for _, directory, _ in stale]):
+            done = work(names)
         seconds = time.monotonic() - started
         for name, directory, fp in stale:
             _write_stage(directory, {"stage": name, "fingerprint": fp, "details": done[name]})
@@ -262,7 +264,9 @@ def run_all(
 
     def split() -> dict:
         return split_details_of(
-            run_split_job(clean_dir, split_dir, config.seed, config.eval.fraction, options_for())
+            run_split_job(
+                clean_dir, split_dir, config.seed, config.eval.fraction, options_for(), progress
+            )
         )
 
     vocab_dir = FileSystems.join(out, "vocab")

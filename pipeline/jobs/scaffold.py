@@ -3,12 +3,14 @@ workers' counts in one result file, reconcile them against the files written, an
 manifest last.
 
 - ``prepare_output``: the job's own files from an earlier run go before it runs, so a failed run
-  never leaves an old manifest vouching for new files;
+  never leaves an old manifest vouching for new files; so does what a killed attempt left
+  (``delete_litter``: unfinished ``*.partial-*`` files, Beam's ``beam-temp-*`` directories);
 - ``SaveCounts`` / ``take_counts``: the merged Beam-side counts as a JSON result file that the
   launcher reads once and deletes (counts survive runners without metrics);
 - ``reconcile``: a count the workers reported against what the output files hold; a mismatch
   fails loudly (``ReconciliationError``): the runner is not trusted blindly;
-- ``write_manifest``: ``manifest.json``, atomically and last, with ``format`` and
+- ``write_manifest``: the job's commit: what a killed or retried attempt left goes
+  (``delete_litter``), then ``manifest.json``, atomically and last, with ``format`` and
   ``elapsed_seconds`` in every job's manifest.
 """
 
@@ -19,7 +21,13 @@ from collections.abc import Iterable
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline.files.artifacts import delete_matching, read_json, write_json, write_json_atomically
+from pipeline.files.artifacts import (
+    delete_litter,
+    delete_matching,
+    read_json,
+    write_json,
+    write_json_atomically,
+)
 from pipeline.runtime.counters import MergeCounts
 from transforms.features import MANIFEST
 
@@ -42,14 +50,16 @@ def delete_tree(directory: str) -> None:
 
 def prepare_output(output: str, stale: Iterable[str], trees: Iterable[str] = ()) -> int:
     """Creates ``output`` if needed and deletes the job's files of an earlier run: those matching
-    ``stale`` (patterns relative to ``output``; the manifest and result file always) and the
-    directories ``trees`` (staging, samples). Returns how many files matched ``stale``."""
+    ``stale`` (patterns relative to ``output``; the manifest and result file always), the
+    directories ``trees`` (staging, samples) and what killed attempts left (``delete_litter``).
+    Returns how many files matched ``stale``."""
     if not FileSystems.exists(output):
         FileSystems.mkdirs(output)
     patterns = dict.fromkeys([*stale, MANIFEST, RESULT])
     removed = delete_matching([FileSystems.join(output, p) for p in patterns])
     for tree in trees:
         delete_tree(FileSystems.join(output, tree))
+    delete_litter(output)
     return removed
 
 
@@ -85,8 +95,11 @@ def reconcile(
 
 
 def write_manifest(output: str, manifest_format: str, manifest: dict, elapsed: float) -> dict:
-    """Writes ``output/manifest.json`` atomically (the job's last write: its presence says the
-    job finished) with ``format`` and ``elapsed_seconds``; returns what was written."""
+    """Commits the job: deletes what killed or retried attempts left in ``output``
+    (``delete_litter``), then writes ``output/manifest.json`` atomically (the job's last write:
+    its presence says the job finished) with ``format`` and ``elapsed_seconds``; returns what
+    was written."""
+    delete_litter(output)
     manifest = {"format": manifest_format, **manifest, "elapsed_seconds": round(elapsed, 2)}
     write_json_atomically(FileSystems.join(output, MANIFEST), manifest)
     return manifest

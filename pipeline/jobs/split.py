@@ -12,6 +12,8 @@ worker ran what.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
@@ -23,6 +25,7 @@ from pipeline.files.artifacts import (
 )
 from pipeline.jobs import scaffold
 from pipeline.runtime.counters import STATS_TAG, CountingDoFn
+from pipeline.runtime.progress import ProgressMonitor, ProgressReporter, progress_dir
 from transforms.seeding import stable_hash64
 
 SIDES = ("train", "eval")
@@ -48,12 +51,16 @@ def split_schema():
 
 class SplitFileFn(CountingDoFn):
     """A clean documents file → its train and eval halves, written beside each other; emits
-    (side, path) of each half written (an empty half is not)."""
+    (side, path) of each half written (an empty half is not). Adds the file's documents to
+    ``progress`` once both halves are written."""
 
-    def __init__(self, output: str, seed: int, fraction: float) -> None:
+    def __init__(
+        self, output: str, seed: int, fraction: float, progress: ProgressReporter | None = None
+    ) -> None:
         self._output = output
         self._seed = seed
         self._fraction = fraction
+        self.progress = progress
 
     def process(self, path: str):
         import pyarrow as pa
@@ -70,6 +77,8 @@ class SplitFileFn(CountingDoFn):
                 target = FileSystems.join(self._output, side, name)
                 write_parquet_atomically(target, part.cast(split_schema()))
                 yield (side, target)
+        if self.progress is not None:
+            self.progress.add(table.num_rows)
 
 
 def prepare_split(clean_dir: str, output: str) -> list[str]:
@@ -78,14 +87,25 @@ def prepare_split(clean_dir: str, output: str) -> list[str]:
     return matching_paths(FileSystems.join(clean_dir, "documents-*.parquet"))
 
 
-def add_split(p, files: list[str], output: str, seed: int, fraction: float, prefix: str = ""):
-    """Adds the split to pipeline ``p``; returns the PCollection of (side, path) written."""
+def add_split(
+    p,
+    files: list[str],
+    output: str,
+    seed: int,
+    fraction: float,
+    prefix: str = "",
+    watch: str | None = None,
+):
+    """Adds the split to pipeline ``p``; returns the PCollection of (side, path) written. With
+    ``watch`` (a progress directory) the workers report the documents they split there."""
     split = (
         p
         | f"{prefix}ListFiles" >> beam.Create(files, reshuffle=False)
         | f"{prefix}SpreadFiles" >> beam.Reshuffle()
         | f"{prefix}Split"
-        >> beam.ParDo(SplitFileFn(output, seed, fraction)).with_outputs(STATS_TAG, main="written")
+        >> beam.ParDo(
+            SplitFileFn(output, seed, fraction, ProgressReporter(watch) if watch else None)
+        ).with_outputs(STATS_TAG, main="written")
     )
     counts_path = FileSystems.join(output, scaffold.RESULT)
     split[STATS_TAG] | f"{prefix}SaveCounts" >> scaffold.SaveCounts(counts_path)
@@ -121,14 +141,27 @@ def finish_split(output: str, seed: int, fraction: float, elapsed: float) -> dic
 
 
 def run_split_job(
-    clean_dir: str, output: str, seed: int, fraction: float, options
+    clean_dir: str,
+    output: str,
+    seed: int,
+    fraction: float,
+    options,
+    progress: Callable[[str], None] | None = None,
 ) -> dict[str, int]:
     """Writes ``output/{train,eval}/documents-*.parquet`` and ``output/manifest.json`` (rows per
-    file, reconciled against the workers' counts); returns documents per side."""
+    file, reconciled against the workers' counts); returns documents per side. While it runs, a
+    ``split: N of M documents`` progress line (on a terminal; otherwise ``progress`` receives it
+    periodically, stderr when ``None``)."""
     import time
 
     files = prepare_split(clean_dir, output)
+    watch = progress_dir(output)
+    total = sum(parquet_rows(path) for path in files)
     started = time.monotonic()
-    with beam.Pipeline(options=options) as p:
-        add_split(p, files, output, seed, fraction)
+    p = beam.Pipeline(options=options)
+    add_split(p, files, output, seed, fraction, watch=watch)
+    with ProgressMonitor(watch, "split", total, "documents", progress) as monitor:
+        result = p.run()
+        monitor.follow(result)
+        result.wait_until_finish()
     return finish_split(output, seed, fraction, time.monotonic() - started)

@@ -1,8 +1,10 @@
 """Start-up hook of the processes bertprep starts, imported by Python's ``site`` because this
 directory is on their PYTHONPATH (``pipeline.runtime.quiet.quiet_subprocesses``).
 
-With ``BERTPREP_QUIET`` set, it gives the root logger one stderr handler that passes errors only,
-before anything else runs. Beam's SDK worker logs start-up chatter (``apitools not found``,
+With ``BERTPREP_QUIET`` set, it gives the root logger one stderr handler that passes errors only
+(critical ones only in a Beam SDK worker: the harness sends every record to the runner, which
+logs it in the launcher, so a DoFn's error is not written twice, and a harness that fails to
+start still says so), before anything else runs. Beam's SDK worker logs start-up chatter (``apitools not found``,
 ``Logging handler created``, ``No semi_persistent_directory found``, ``Discarding unparseable
 args``) through the root logger, which otherwise gets a WARNING-and-up stderr handler on the
 first ``logging.warning`` call and then INFO from the harness; every record still goes to the
@@ -19,6 +21,11 @@ In such a worker the Dataflow API client (``google.cloud.dataflow``) is not impo
 imports it, guarded, only for its Dataflow runner, which a worker never runs, and it is ~0.2 s of
 every worker's start. ``BERTPREP_WORKER_DATAFLOW_CLIENT=1`` keeps it.
 
+With ``BERTPREP_QUIET`` set, such a worker ends on SIGINT (Ctrl-C reaches the whole process
+group) at once with exit status 130 and no traceback, and the harness's own print of a failed
+bundle's traceback to stderr is dropped (the runner gets it and the launcher raises it, or says
+in one line what happened: ``pipeline.runtime.failures``).
+
 Then runs any other ``sitecustomize`` on the path.
 """
 
@@ -30,7 +37,9 @@ import sys
 
 if os.environ.get("BERTPREP_QUIET"):
     _handler = logging.StreamHandler(sys.stderr)
-    _handler.setLevel(logging.ERROR)
+    _handler.setLevel(
+        logging.CRITICAL if os.environ.get("CONTROL_API_SERVICE_DESCRIPTOR") else logging.ERROR
+    )
     _handler.setFormatter(logging.Formatter("%(levelname)s:%(name)s:%(message)s"))
     logging.getLogger().addHandler(_handler)
 
@@ -87,6 +96,27 @@ def _skip_dataflow_client() -> None:
         sys.meta_path.insert(0, _NoDataflowClient)
 
 
+def _quiet_worker() -> None:
+    """In a quiet Beam SDK worker: Ctrl-C (it reaches every process of the terminal's group)
+    ends the worker at once with exit status 130 and no traceback, the launcher says what was
+    interrupted; and the harness does not print a failed bundle's traceback to stderr itself,
+    since it sends it to the runner (which raises it in the launcher) and logs it."""
+    if not (os.environ.get("BERTPREP_QUIET") and os.environ.get("CONTROL_API_SERVICE_DESCRIPTOR")):
+        return
+    import builtins
+    import signal
+
+    from apache_beam.runners.worker import sdk_worker
+
+    signal.signal(signal.SIGINT, lambda number, frame: os._exit(128 + number))
+
+    def print_but_not_to_stderr(*args, **kwargs) -> None:
+        if kwargs.get("file") is not sys.stderr:
+            builtins.print(*args, **kwargs)
+
+    sdk_worker.print = print_but_not_to_stderr
+
+
 def _chain() -> None:
     import importlib.machinery
     import importlib.util
@@ -101,4 +131,5 @@ def _chain() -> None:
 
 _skip_dataflow_client()
 _exit_fast_after_harness()
+_quiet_worker()
 _chain()

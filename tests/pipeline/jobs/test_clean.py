@@ -272,3 +272,67 @@ def test_counts_are_reconciled_with_the_files_and_a_failed_rerun_leaves_no_old_m
         clean(tmp_path, books=[str(book)], min_words=10_000)
     assert not (out / "manifest.json").exists()
     assert not glob.glob(str(out / "documents-*.parquet"))
+
+
+@pytest.fixture(scope="module")
+def sample_run(tmp_path_factory):
+    """The embedded sample (Wikipedia pages and books) cleaned with near dedup."""
+    from tests.conftest import SAMPLE
+
+    return clean(
+        tmp_path_factory.mktemp("sample"),
+        wikipedia=[str(SAMPLE / "wiki" / "*.xml")],
+        books=[str(SAMPLE / "books" / "*.txt")],
+        dedup="near",
+        export_text=False,
+    )
+
+
+def test_a_real_run_reconciles_its_rejects_by_source_and_reason(sample_run):
+    from pipeline.jobs.clean import reconcile_rejects
+
+    manifest, out = sample_run
+    records = rejects(out)
+    assert manifest["rejects"] == len(records) > 0
+    by_reason = reconcile_rejects(str(out / "rejects.jsonl"), manifest["counts"])
+    assert sum(by_reason.values()) == len(records)
+    for key, lines in by_reason.items():
+        source, reason = key.split(".", 1)
+        assert manifest["counts"][source][reason] == lines, key
+
+
+def test_rejects_that_disagree_with_the_counts_fail_loudly(sample_run, tmp_path):
+    from pipeline.jobs.clean import CleanReconciliationError, reconcile_rejects
+
+    manifest, out = sample_run
+    lines = (out / "rejects.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+    counts = manifest["counts"]
+    path = tmp_path / "rejects.jsonl"
+    # A line missing: the reason of that line is named, with both figures.
+    lost = json.loads(lines[0])
+    counted = counts[lost["source"]][lost["reason"]]
+    path.write_text("".join(lines[1:]), encoding="utf-8")
+    message = (
+        f"{lost['source']} rejects {lost['reason']} \\(rejects.jsonl\\): the workers counted "
+        f"{counted:,}, the output files hold {counted - 1:,}"
+    )
+    with pytest.raises(CleanReconciliationError, match=message):
+        reconcile_rejects(str(path), counts)
+    # Every line of a reason missing (its lines are the reason's whole part file).
+    only = [x for x in lines if json.loads(x)["reason"] != lost["reason"]]
+    path.write_text("".join(only), encoding="utf-8")
+    with pytest.raises(CleanReconciliationError, match=lost["reason"]):
+        reconcile_rejects(str(path), counts)
+    # A line no worker counted: one of a reason nobody counts, and one too many.
+    for extra in (
+        json.dumps({"excerpt": "", "location": "x", "reason": "new_reason", "source": "books"}),
+        lines[0].rstrip("\n"),
+    ):
+        path.write_text("".join(lines) + extra + "\n", encoding="utf-8")
+        with pytest.raises(CleanReconciliationError, match="the workers counted"):
+            reconcile_rejects(str(path), counts)
+    path.write_text("".join(lines) + "not json\n", encoding="utf-8")
+    with pytest.raises(CleanReconciliationError, match=f"line {len(lines) + 1} is not a reject"):
+        reconcile_rejects(str(path), counts)
+    path.write_text("".join(lines), encoding="utf-8")
+    assert sum(reconcile_rejects(str(path), counts).values()) == len(lines)

@@ -18,6 +18,7 @@ from pipeline.jobs.run import format_summary, run_all
 from pipeline.jobs.run_config import ConfigError, load_run_config
 from pipeline.jobs.tokenize import INDEX_PATTERN
 from pipeline.runtime.beam_options import make_pipeline_options
+from tests.pipeline.killed_writes import beam_temp_dir, killed_write
 from tests.pipeline.shard_reading import read_shards
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -336,3 +337,54 @@ def test_run_help_names_every_stage_with_tokenize(capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert "tokenize (every document's sentences to token ids, once" in text
     assert "clean, split, vocab, tokenize, phase:NAME, phase (every phase), all" in text
+
+
+def _file_names(out: Path) -> list[str]:
+    return sorted(
+        str(p.relative_to(out))
+        for stage in ("clean", "split", "tokens", "seq128", "seq512")
+        for p in (out / stage).rglob("*")
+        if p.is_file()
+    )
+
+
+@pytest.mark.slow
+def test_a_rerun_after_a_kill_leaves_no_partial_files_and_the_same_output(tmp_path):
+    """A real ``bertprep run`` killed (SIGKILL) in the clean stage, and what killed attempts of
+    each stage leave (a writer killed half way through a file, a Beam sink's temporary
+    directory): the rerun commits every stage without any of it, and writes what an
+    uninterrupted run writes."""
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "pipeline.cli", "run", "--set", f"output={out}"]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    proc = subprocess.Popen(
+        cmd,
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 240
+    while not any((out / "clean" / ".staging").glob("chunk-*.parquet")):
+        assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    litter = [
+        killed_write(out / "clean" / "documents-00000-0000.parquet", "parquet"),
+        killed_write(out / "clean" / "punkt" / "english.json"),
+        killed_write(out / "split" / "train" / "documents-00000-0000.parquet", "parquet"),
+        killed_write(out / "tokens" / "train" / "tokens-00000-0000.bin"),
+        killed_write(out / "vocab" / "vocab.txt"),
+        beam_temp_dir(out / "seq128" / "train"),
+    ]
+    resumed = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=400)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert not any(p.exists() for p in litter)
+    assert not list(out.rglob("*.partial-*")) and not list(out.rglob("beam-temp-*"))
+    uninterrupted = tmp_path / "uninterrupted"
+    run(uninterrupted)
+    assert shard_hashes(out) == shard_hashes(uninterrupted / "out")
+    assert _file_names(out) == _file_names(uninterrupted / "out")

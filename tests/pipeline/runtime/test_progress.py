@@ -206,10 +206,12 @@ def test_every_long_stage_of_run_reports_up_to_its_total(tmp_path, monkeypatch):
         progress=lambda m: None,
     )
     # Both phases run as one pipeline, so one monitor for them.
-    assert [m.label for m in seen] == ["clean", "tokenize", "instances"]
+    assert [m.label for m in seen] == ["clean", "split", "vocab", "tokenize", "instances"]
     for monitor in seen:
         assert monitor.total and monitor.observed[-1] == monitor.total, monitor.label
-    tokenize, phases = seen[1:]
+    split, vocab, tokenize, phases = seen[1:]
+    # Split and vocab both read every clean document (vocab skips the held-out ones unsampled).
+    assert split.total == vocab.total == summary["documents"]
     train, held_out = summary["split"]["train"], summary["split"]["eval"]
     assert tokenize.total == train + held_out == summary["documents"]
     # Documents × dupe passes (3 and 2 in the sample config; one pass over the eval side).
