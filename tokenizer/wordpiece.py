@@ -544,24 +544,14 @@ class _PrenormalizedPath:
         the text's words, in order: a chunk's ids are its words' ids one after the other,
         whatever surrounds it. Chunks are cached like words (``_lookup``); splitting at spaces
         and one lookup per chunk cost half of the regex and one lookup per word."""
-        cache = self._chunk_ids
-        new = set(itertools.chain.from_iterable(chunks)).difference(cache)
-        if len(cache) + len(new) > MAX_CACHED_WORDS:
-            cache = self._chunk_ids = {}
-            new = set(itertools.chain.from_iterable(chunks))
-        if not new:
+        cache, missing = self._cache_and_missing("_chunk_ids", chunks)
+        if not missing:
             return cache.__getitem__
-        missing = sorted(new)
         words = list(map(self._words.findall, missing))
         word_ids = self._lookup(words)
         chain = itertools.chain.from_iterable
-        uncached: dict[str, tuple[int, ...]] = {}
-        for chunk, one in zip(missing, words, strict=True):
-            ids = tuple(chain(map(word_ids, one)))
-            (uncached if len(chunk) > MAX_INPUT_CHARS_PER_WORD else cache)[chunk] = ids
-        if uncached:
-            return functools.partial(_either, uncached, cache)
-        return cache.__getitem__
+        found = (tuple(chain(map(word_ids, one))) for one in words)
+        return _filled(cache, missing, found)
 
     def _lookup(self, words: list[list[str]]) -> Callable[[str], tuple[int, ...]]:
         """word → its ids, for every word of ``words``; Rust encodes the ones not yet cached.
@@ -569,20 +559,38 @@ class _PrenormalizedPath:
         A full cache is replaced by a new one, never cleared in place, so a call running in
         another thread keeps the words it looks up. Ids are tuples: a dict of tuples of ints is
         invisible to the garbage collector, which otherwise rescans it on every collection."""
-        cache = self._word_ids
-        new = set(itertools.chain.from_iterable(words)).difference(cache)
-        if len(cache) + len(new) > MAX_CACHED_WORDS:
-            cache = self._word_ids = {}
-            new = set(itertools.chain.from_iterable(words))
-        if not new:
+        cache, missing = self._cache_and_missing("_word_ids", words)
+        if not missing:
             return cache.__getitem__
-        missing = sorted(new)
-        uncached: dict[str, tuple[int, ...]] = {}
-        for word, ids in zip(missing, _ids(self.tokenizer, missing), strict=True):
-            (uncached if len(word) > MAX_INPUT_CHARS_PER_WORD else cache)[word] = tuple(ids)
-        if uncached:
-            return functools.partial(_either, uncached, cache)
-        return cache.__getitem__
+        return _filled(cache, missing, map(tuple, _ids(self.tokenizer, missing)))
+
+    def _cache_and_missing(
+        self, name: str, groups: list[list[str]]
+    ) -> tuple[dict[str, tuple[int, ...]], list[str]]:
+        """The cache in attribute ``name`` and the keys of ``groups`` it lacks, sorted. A cache
+        that would outgrow ``MAX_CACHED_WORDS`` is first replaced by an empty one (never cleared
+        in place: a call running in another thread keeps the one it holds)."""
+        cache = getattr(self, name)
+        new = set(itertools.chain.from_iterable(groups)).difference(cache)
+        if len(cache) + len(new) > MAX_CACHED_WORDS:
+            cache = {}
+            setattr(self, name, cache)
+            new = set(itertools.chain.from_iterable(groups))
+        return cache, sorted(new)
+
+
+def _filled(
+    cache: dict[str, tuple[int, ...]], keys: list[str], ids: Iterable[tuple[int, ...]]
+) -> Callable[[str], tuple[int, ...]]:
+    """Adds ``keys`` → ``ids`` to ``cache`` and returns the lookup over it. Keys over
+    ``MAX_INPUT_CHARS_PER_WORD`` characters (all ``[UNK]``) are never cached: they go to a
+    dict of this call only, looked up first."""
+    uncached: dict[str, tuple[int, ...]] = {}
+    for key, one in zip(keys, ids, strict=True):
+        (uncached if len(key) > MAX_INPUT_CHARS_PER_WORD else cache)[key] = one
+    if uncached:
+        return functools.partial(_either, uncached, cache)
+    return cache.__getitem__
 
 
 def _either(
