@@ -16,10 +16,9 @@ import datetime
 import json
 import os
 import shutil
-import sys
 
 from benchmarks.books_corpus import CORPORA, ROOT
-from benchmarks.process_tree import measure
+from benchmarks.process_tree import bertprep_command, measure
 
 WORK = ROOT / "benchmarks" / "work"
 WIKI = "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
@@ -51,9 +50,7 @@ def main() -> None:
         out = WORK / f"clean-out-{kind}"
         shutil.rmtree(out, ignore_errors=True)
         cmd = [
-            sys.executable,
-            "-m",
-            "pipeline.cli",
+            *bertprep_command(),
             "clean",
             f"--{kind}",
             str(folder / "*"),

@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 from benchmarks.books_corpus import CORPORA, ROOT, build_corpus
-from benchmarks.process_tree import measure
+from benchmarks.process_tree import bertprep_command, measure
 
 WORK = ROOT / "benchmarks" / "work"
 
@@ -109,9 +109,7 @@ def run_one(megabytes: float, args: argparse.Namespace) -> dict:
     out = WORK / f"out-{megabytes:g}mb"
     shutil.rmtree(out, ignore_errors=True)
     cmd = [
-        sys.executable,
-        "-m",
-        "pipeline.cli",
+        *bertprep_command(),
         "instances",
         "--input",
         str(src / "*.txt"),

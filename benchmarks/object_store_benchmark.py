@@ -19,7 +19,6 @@ import datetime
 import json
 import re
 import subprocess
-import sys
 import tempfile
 import time
 from collections import defaultdict
@@ -28,6 +27,7 @@ from pathlib import Path
 import yaml
 
 from benchmarks.gcs_emulator import GcsEmulator, Request, summarize
+from benchmarks.process_tree import bertprep_command
 from benchmarks.synthetic_corpus import WORK, build_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,7 +64,7 @@ def run_on_bucket(emulator: GcsEmulator, config: Path) -> tuple[float, list[tupl
     started = time.time()
     stages: list[tuple[str, float]] = [("launch", started)]
     process = subprocess.Popen(
-        [sys.executable, "-m", "pipeline.cli", "run", "--config", str(config)],
+        [*bertprep_command(), "run", "--config", str(config)],
         env=emulator.env(),
         cwd=ROOT,
         stdout=subprocess.PIPE,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,3 +73,10 @@ def measure(
         wall = time.monotonic() - start
         log.seek(0)
         return Measurement(proc.returncode, wall, peak, log.read())
+
+
+def bertprep_command() -> list[str]:
+    """The command that runs bertprep in this environment: its console script beside the
+    interpreter when installed, else ``python -m pipeline.cli``."""
+    exe = Path(sys.executable).parent / "bertprep"
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "pipeline.cli"]

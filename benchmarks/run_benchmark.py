@@ -44,7 +44,7 @@ import yaml
 
 from benchmarks.books_corpus import CORPORA, ROOT
 from benchmarks.instances_benchmark import reference_package
-from benchmarks.process_tree import Measurement, measure, tree_rss_bytes
+from benchmarks.process_tree import Measurement, bertprep_command, measure, tree_rss_bytes
 from benchmarks.synthetic_corpus import DEFAULT_SEED, build_corpus
 
 WORK = ROOT / "benchmarks" / "work"
@@ -76,11 +76,6 @@ PHASES = [
 
 def environment() -> dict:
     return dict(os.environ, NLTK_DATA=str(CORPORA / "nltk_data"), TF_CPP_MIN_LOG_LEVEL="2")
-
-
-def bertprep_command() -> list[str]:
-    exe = Path(sys.executable).parent / "bertprep"
-    return [str(exe)] if exe.exists() else [sys.executable, "-m", "pipeline.cli"]
 
 
 def halves(items: list, parts: int) -> list[list]:

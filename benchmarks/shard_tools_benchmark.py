@@ -12,10 +12,9 @@ import argparse
 import datetime
 import json
 import os
-import sys
 from pathlib import Path
 
-from benchmarks.process_tree import measure
+from benchmarks.process_tree import bertprep_command, measure
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -34,9 +33,7 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|---|")
     for command in ("validate", "stats"):
         cmd = [
-            sys.executable,
-            "-m",
-            "pipeline.cli",
+            *bertprep_command(),
             command,
             str(args.shards),
             "--workers",

@@ -39,7 +39,7 @@ from pathlib import Path
 
 from benchmarks.books_corpus import CORPORA, ROOT
 from benchmarks.multistream_dump import write_multistream_dump
-from benchmarks.process_tree import measure
+from benchmarks.process_tree import bertprep_command, measure
 
 WORK = ROOT / "benchmarks" / "work" / "wikipedia"
 WIKI = "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
@@ -120,9 +120,7 @@ def _make_inputs(copies: int) -> tuple[Path, Path, Path, int]:
 
 def _clean(inputs: str, out: Path, workers: int, *extra: str, source: Path = ROOT) -> Timing:
     cmd = [
-        sys.executable,
-        "-m",
-        "pipeline.cli",
+        *bertprep_command(),
         "clean",
         "--wikipedia",
         inputs,
