@@ -61,7 +61,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     io.add_argument(
         "--num-shards",
         type=int,
-        help=f"number of TFRecord shards (default: {DEFAULTS['num_shards']})",
+        help="number of TFRecord shards, exactly (default: follow the data: ~128 MiB shards, a "
+        "power of two, at least 16 unless the input is too small to give each shard records)",
     )
     add_job_flags(
         io,
@@ -242,7 +243,7 @@ def config_from_args(args: argparse.Namespace) -> InstancesJobConfig:
         dupe_factor=getattr(
             args, "dupe_factor", 1 if args.masking == DYNAMIC else DEFAULTS["dupe_factor"]
         ),
-        num_shards=DEFAULTS["num_shards"] if num_shards is None else num_shards,
+        num_shards=num_shards,
     )
 
 
@@ -261,7 +262,7 @@ def format_summary(manifest: dict) -> str:
         ("predictions/instance", t["mean_predictions_per_instance"])
         if manifest.get("masking", "static") == "static"
         else ("expected predictions/instance", t.get("expected_predictions_per_instance")),
-        ("shards", len(manifest["shards"])),
+        ("shards", manifest.get("num_shards_reason", len(manifest["shards"]))),
         ("seconds", manifest["elapsed_seconds"]),
     ] + [(f"skipped: {k}", v) for k, v in sorted(manifest["skipped"].items())]
     width = max(len(k) for k, _ in rows)
@@ -274,7 +275,6 @@ def run(args: argparse.Namespace, beam_args: list[str]) -> int:
     config = config_from_args(args)
     options = make_pipeline_options(beam_args)
     started = time.monotonic()
-    progress(f"writing {config.num_shards} shard(s) to {config.output}")
     manifest = run_instances_job(config, options, progress)
     progress(f"done in {time.monotonic() - started:.1f} s; manifest: {config.output}/manifest.json")
     print(format_summary(manifest), file=sys.stderr)

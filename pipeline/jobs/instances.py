@@ -1,7 +1,9 @@
 """The instances job: BERT text files + vocab → sharded TFRecords of pretraining instances.
 
-``run_instances_job`` checks the configuration before any work, builds and runs the Beam pipeline,
-then reconciles what the workers counted with what the shard files hold and writes
+``run_instances_job`` checks the configuration before any work, estimates what the job will write
+(``transforms.output_size``: the shard count that follows the data when none is given, a warning
+or a refusal when a local output's filesystem has too little free space), builds and runs the
+Beam pipeline, then reconciles what the workers counted with what the shard files hold and writes
 ``manifest.json`` (atomically, last: an output directory with a manifest is complete).
 """
 
@@ -9,11 +11,13 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import apache_beam as beam
+import numpy as np
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
@@ -21,6 +25,7 @@ from pipeline.files.artifacts import (
     WriteRejects,
     parquet_rows,
     read_json,
+    read_parquet,
     write_json,
 )
 from pipeline.files.input_files import InputFile, expand_inputs
@@ -30,6 +35,7 @@ from pipeline.jobs.scaffold import (
     REJECTS,
     RESULT,
     ReconciliationError,
+    delete_tree,
     write_manifest,
 )
 from pipeline.runtime.counters import NAMESPACE, REJECTS_TAG, STATS_TAG, MergeCounts
@@ -60,6 +66,17 @@ from transforms.features import (
 from transforms.instance_batches import InstanceSettings, TokenTables
 from transforms.instances import PairConfig
 from transforms.masking import MaskingConfig, prediction_budget
+from transforms.output_size import (
+    COMPRESSED_TEXT_RATIO,
+    DocumentSizes,
+    OutputEstimate,
+    ShardCount,
+    default_shard_count,
+    estimate_output,
+    mebibytes,
+    shards_phrase,
+    text_document_sizes,
+)
 from transforms.seeding import DEFAULT_SEED
 
 LOG = logging.getLogger("bertprep.instances")
@@ -89,7 +106,9 @@ class InstancesJobConfig:
     dupe_factor: int = 10
     short_seq_prob: float = 0.1
     seed: int = DEFAULT_SEED
-    num_shards: int = 256
+    num_shards: int | None = None
+    """Shards to write; None: follow the data (``transforms.output_size.default_shard_count``:
+    ~128 MiB shards, a power of two, at least 16 unless the input is too small to fill them)."""
     do_lower_case: bool = True
     whole_word_mask: bool = False
     compression: str = "none"
@@ -173,7 +192,7 @@ def check_settings(config: InstancesJobConfig, naming: Naming = Naming()) -> Ins
 
     if not config.inputs:
         raise JobConfigError(f"no {naming('input')} given")
-    if config.num_shards < 1:
+    if config.num_shards is not None and config.num_shards < 1:
         raise JobConfigError(f"{naming('num_shards')} must be at least 1, got {config.num_shards}")
     if config.bucket_size < 2:
         raise JobConfigError(
@@ -191,7 +210,7 @@ def check_settings(config: InstancesJobConfig, naming: Naming = Naming()) -> Ins
     if config.compression not in SUFFIXES:
         raise JobConfigError(f"{naming('compression')} must be one of {sorted(SUFFIXES)}")
     if config.shard_names is not None:
-        if len(config.shard_names) != config.num_shards:
+        if config.num_shards is not None and len(config.shard_names) != config.num_shards:
             raise JobConfigError(
                 f"{len(config.shard_names)} output file names for {config.num_shards} shards"
             )
@@ -242,13 +261,8 @@ def token_tables(vocab: Vocab, config: InstancesJobConfig) -> TokenTables:
 
 
 def _remove_spills(output: str) -> None:
-    """Deletes the spill files (intermediate records) of this or an interrupted earlier run."""
-    spill_dir = FileSystems.join(output, SPILL_DIR)
-    found = [m.path for m in FileSystems.match([FileSystems.join(spill_dir, "*")])[0].metadata_list]
-    if found:
-        FileSystems.delete(found)
-    if FileSystems.exists(spill_dir):
-        FileSystems.delete([spill_dir])
+    """Deletes the spill directory (intermediate records) of this or an interrupted earlier run."""
+    delete_tree(FileSystems.join(output, SPILL_DIR))
 
 
 def _shard_files(config: InstancesJobConfig) -> list[str]:
@@ -389,6 +403,141 @@ def build_pipeline(
     )
 
 
+TEXT_SAMPLE_BYTES = 1 << 20
+"""How much of the first text input is read to learn its document and sentence sizes."""
+FREE_SPACE_REFUSAL = 4.0
+"""A local output is refused before any work when the estimated bytes exceed its free space by
+more than this factor: even an estimate this many times too high would not fit."""
+
+
+def _text_sample(files: list[InputFile]) -> str:
+    """Up to ``TEXT_SAMPLE_BYTES`` of the first non-empty input, decompressed, cut after its last
+    whole document when the file is longer."""
+    for f in files:
+        if f.size_bytes == 0:
+            continue
+        with FileSystems.open(f.path) as handle:  # compression from the name, as the reader does
+            data = handle.read(TEXT_SAMPLE_BYTES)
+        if len(data) >= TEXT_SAMPLE_BYTES and b"\n\n" in data:
+            data = data[: data.rindex(b"\n\n")]
+        return data.decode("utf-8", errors="replace")
+    return ""
+
+
+def document_sizes(config: InstancesJobConfig, files: list[InputFile]) -> DocumentSizes:
+    """The inputs' documents' token and sentence counts: exact from token index files, estimated
+    for text from its size and a sample of its head (``transforms.output_size``)."""
+    if config.pretokenized:
+        tables = [read_parquet(f.path, ["tokens", "num_sentences"]) for f in files]
+        if not tables:
+            return DocumentSizes(np.zeros(0), np.zeros(0))
+        return DocumentSizes(
+            np.concatenate([t.column("tokens").to_numpy() for t in tables]),
+            np.concatenate([t.column("num_sentences").to_numpy() for t in tables]),
+        )
+    text_bytes = 0.0
+    for f in files:
+        suffix = next((s for s in COMPRESSED_TEXT_RATIO if f.path.endswith(s)), None)
+        text_bytes += f.size_bytes * (COMPRESSED_TEXT_RATIO[suffix] if suffix else 1.0)
+    return text_document_sizes(text_bytes, _text_sample(files))
+
+
+def estimate_job(
+    config: InstancesJobConfig, files: list[InputFile], vocab: Vocab
+) -> OutputEstimate:
+    """What the job is expected to write (``transforms.output_size.estimate_output``)."""
+    return estimate_output(
+        document_sizes(config, files),
+        max_seq_length=config.max_seq_length,
+        max_predictions_per_seq=config.max_predictions_per_seq,
+        dupe_factor=config.dupe_factor,
+        short_seq_prob=config.short_seq_prob,
+        masking=config.masking,
+        input_mode=config.input_mode,
+        vocab_size=len(vocab),
+        compression=config.compression,
+        spill_groups=uses_spill_groups(config),
+        tokenized_here=not config.pretokenized,
+    )
+
+
+def shard_count(config: InstancesJobConfig, estimate: OutputEstimate) -> ShardCount:
+    """The job's shard count: one per output file name, the explicit ``num_shards``, or (None)
+    the count that follows the data (``transforms.output_size.default_shard_count``)."""
+    if config.shard_names is not None:
+        n = len(config.shard_names)
+        return ShardCount(n, f"{shards_phrase(n)} (one per output file name)")
+    if config.num_shards is not None:
+        return ShardCount(config.num_shards, f"{shards_phrase(config.num_shards)} (explicit)")
+    return default_shard_count(estimate.shard_bytes, estimate.instances)
+
+
+def _local_path(output: str) -> str | None:
+    """The local path of ``output`` (``file://`` stripped); None on an object store."""
+    if output.startswith("file://"):
+        return output.removeprefix("file://")
+    return None if "://" in output else output
+
+
+def _existing_ancestor(path: str) -> str:
+    """``path`` or the nearest directory above it that exists (where its files will live)."""
+    path = os.path.abspath(path)
+    while not os.path.exists(path):
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    return path
+
+
+def _reclaimable_bytes(config: InstancesJobConfig) -> int:
+    """Bytes of this job's earlier output that the run deletes before it writes (shards, spills)."""
+    local = replace(config, output=_local_path(config.output))
+    total = 0
+    for path in _shard_files(local):
+        total += os.path.getsize(path)
+    spill_dir = os.path.join(local.output, SPILL_DIR)
+    for root, _, names in os.walk(spill_dir):
+        total += sum(os.path.getsize(os.path.join(root, n)) for n in names)
+    return total
+
+
+def check_free_space(
+    configs: list[InstancesJobConfig],
+    estimates: list[OutputEstimate],
+    progress: Callable[[str], None],
+) -> None:
+    """Compares the bytes the jobs are expected to write with the free space of each local
+    filesystem they write to (less what they delete first); object stores (``gs://``...) are
+    skipped. Too little: a warning line naming the path, the estimate and the free bytes; more
+    than ``FREE_SPACE_REFUSAL`` times too little: JobConfigError, before any output is touched."""
+    by_device: dict[int, list[tuple[InstancesJobConfig, OutputEstimate]]] = {}
+    for config, estimate in zip(configs, estimates, strict=True):
+        local = _local_path(config.output)
+        if local is None:
+            continue
+        device = os.stat(_existing_ancestor(local)).st_dev
+        by_device.setdefault(device, []).append((config, estimate))
+    for jobs in by_device.values():
+        where = _existing_ancestor(_local_path(jobs[0][0].output))
+        needed = sum(e.total_bytes for _, e in jobs)
+        free = shutil.disk_usage(where).free + sum(_reclaimable_bytes(c) for c, _ in jobs)
+        if needed <= free:
+            continue
+        outputs = ", ".join(c.output for c, _ in jobs)
+        message = (
+            f"{outputs}: the run is expected to write ~{needed:,} bytes "
+            f"({mebibytes(needed)}: shards, and spills deleted at the end) but the filesystem "
+            f"of {where} has {free:,} bytes free ({mebibytes(free)})"
+        )
+        if needed > FREE_SPACE_REFUSAL * free:
+            raise JobConfigError(
+                f"not enough disk space: {message}, less than 1/{FREE_SPACE_REFUSAL:g} of it. "
+                "Free some space or write the output elsewhere."
+            )
+        progress(f"warning: {message}; it may run out of space (the estimate is within ~2×)")
+
+
 def _counter_values(result, label: str) -> dict[str, int]:
     """This job's bertprep counters (those of steps under ``label``)."""
     out: dict[str, int] = {}
@@ -481,6 +630,7 @@ def build_manifest(
                 "file": s["path"].rsplit("/", 1)[-1],
                 "records": s["records"],
                 "content_sha256": s["content_sha256"],
+                "bytes": s["bytes"],
             }
             for s in shards
         ],
@@ -591,14 +741,27 @@ def run_instances_jobs(
     """Runs several instances jobs (distinct outputs) in one Beam pipeline; each is checked,
     reconciled and gets its manifest exactly as if it ran alone. Returns the manifests."""
     prepared = []
+    estimates: list[OutputEstimate] = []
+    counts: list[ShardCount] = []
     for config in configs:  # every check before any job's output is touched
         vocab, settings = check_config(config)
         files = expand_inputs(config.inputs)
+        estimate = estimate_job(config, files, vocab)
+        count = shard_count(config, estimate)
+        config = replace(config, num_shards=count.num_shards)
         progress(
             f"{len(files)} input file(s), {sum(f.size_bytes for f in files):,} bytes "
             f"→ {config.output}"
         )
+        progress(
+            f"{config.output}: {count.reason}; expected ~{estimate.instances:,} instances, "
+            f"~{mebibytes(estimate.shard_bytes)} of shards, "
+            f"~{mebibytes(estimate.total_bytes)} written in all (spills included)"
+        )
         prepared.append((config, files, vocab, settings))
+        estimates.append(estimate)
+        counts.append(count)
+    check_free_space([c for c, *_ in prepared], estimates, progress)
     for config, *_ in prepared:
         if not FileSystems.exists(config.output):
             FileSystems.mkdirs(config.output)
@@ -621,7 +784,9 @@ def run_instances_jobs(
         manifests = []
         for i, (config, files, vocab, _) in enumerate(prepared):
             label = "Job" if len(prepared) == 1 else f"Job{i}"
-            manifests.append(_finish(config, files, vocab, result, label, elapsed))
+            manifests.append(
+                _finish(config, files, vocab, result, label, elapsed, counts[i], estimates[i])
+            )
     except BaseException:
         for config, *_ in prepared:
             _remove_failed_output(config)
@@ -639,8 +804,18 @@ def _document_passes(prepared) -> int | None:
     )
 
 
-def _finish(config, files, vocab, result, label: str, elapsed: float) -> dict:
-    """Reconciles one job's counts with its files and writes its manifest."""
+def _finish(
+    config,
+    files,
+    vocab,
+    result,
+    label: str,
+    elapsed: float,
+    count: ShardCount,
+    estimate: OutputEstimate,
+) -> dict:
+    """Reconciles one job's counts with its files and writes its manifest (with why the shard
+    count is what it is, and what was expected before the run)."""
     result_path = FileSystems.join(config.output, _RESULT)
     outcome = read_json(result_path)
     FileSystems.delete([result_path])
@@ -669,4 +844,10 @@ def _finish(config, files, vocab, result, label: str, elapsed: float) -> dict:
             "the job produced zero instances: " + explain_no_instances(stats, len(files))
         )
     manifest = build_manifest(config, vocab, files, shards, stats, elapsed)
+    manifest["num_shards_reason"] = count.reason
+    manifest["estimate"] = {
+        "instances": estimate.instances,
+        "shard_bytes": estimate.shard_bytes,
+        "total_bytes": estimate.total_bytes,
+    }
     return write_manifest(config.output, manifest.pop("format"), manifest, elapsed)

@@ -180,7 +180,8 @@ def _validate(config: RunConfig) -> RunConfig:
             "num_shards",
             "eval_num_shards",
         ):
-            if getattr(phase, key) < 1:
+            value = getattr(phase, key)  # num_shards None: follows the data
+            if value is not None and value < 1:
                 raise ConfigError(f"phases[{i}].{key}: must be positive")
     if not any(getattr(config.inputs, k) for k in SOURCES):
         raise ConfigError("inputs: give at least one of wikipedia, books, jsonl, parquet")

@@ -21,7 +21,7 @@ def test_help_states_defaults(capsys):
         "(default: 0.15)",
         "(default: 10)",
         "(default: 12345)",
-        "(default: 256)",
+        "(default: follow the data",  # was "(default: 256)": the count now follows the data
         "multi_threading",
     ):
         assert text in out
@@ -280,7 +280,7 @@ def test_reference_flag_values_and_conflicts(tmp_path, capsys):
     assert c.do_lower_case is False and c.whole_word_mask is False
     c = config(*base, "--output_file=x.tfrecord", "--do_whole_word_mask")
     assert c.output == "." and c.whole_word_mask and c.do_lower_case
-    assert config(*base, "--output", "o").num_shards == 256
+    assert config(*base, "--output", "o").num_shards is None  # follows the data (was 256)
     assert config(*base, "--output", "o", "--nodo_lower_case").do_lower_case is False
     assert config(*base, "--output", "o", "--do_lower_case", "false").do_lower_case is False
     for argv, message in (

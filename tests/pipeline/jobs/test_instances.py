@@ -279,3 +279,20 @@ def test_whole_word_masking_masks_whole_words(tmp_path, sample_corpus_files, sam
                 assert p - 1 in masked, (i, p)
     assert words_checked > 100
     assert manifest["config"]["whole_word_mask"] is True
+
+
+def test_spill_trees_of_earlier_runs_go_through_the_one_tree_deletion(
+    tmp_path, sample_corpus_files, sample_vocab_path
+):
+    """An interrupted run's spill directory (files, a nested directory) is gone after the next
+    run, and ``_remove_spills`` is ``scaffold.delete_tree`` on it, not a second copy of it."""
+    from pipeline.jobs import instances
+
+    names = instances._remove_spills.__code__.co_names
+    assert "delete_tree" in names and "match" not in names and "delete" not in names
+    spill = tmp_path / "out" / ".spill"
+    (spill / "nested").mkdir(parents=True)
+    (spill / "task-000000-0000.spill").write_bytes(b"old")
+    (spill / "nested" / "x.tmp").write_bytes(b"old")
+    run_job(tmp_path, [str(sample_corpus_files[0])], sample_vocab_path, dupe_factor=1)
+    assert not spill.exists()
