@@ -424,22 +424,29 @@ class _LiteralTokenizer(PunktSentenceTokenizer):
             if self.text_contains_sentbreak(context):
                 return [(match.end(), match.start("next_tok") if next_tok else match.end())]
             return []
-        breaks = []
-        head_start, cursor = match.end() - len(head), 0
-        for index, word in enumerate(head_words):
+        # written apart from the fast splitter's loop: word ends first, then one test per word
+        word_ends, cursor = [], 0
+        for word in head_words:
             cursor = head.index(word, cursor) + len(word)
-            token = tokens[index]
-            if not token.sentbreak or index + 1 >= len(tokens):
+            word_ends.append(cursor)
+        head_start = match.end() - len(head)
+        breaks = []
+        for index, (token, word_end) in enumerate(
+            zip(tokens[: len(word_ends)], word_ends, strict=True)
+        ):
+            following = (head_words[index + 1 :] or [""])[0]
+            candidate = (
+                token.sentbreak
+                and index != len(tokens) - 1
+                and token.type_no_period.lstrip("\"'“‘«(") not in self.titles
+                and not (following and re.fullmatch(r"[.?!…\"')\]}\u2019\u201d\xbb]+", following))
+            )
+            if not candidate:
                 continue
-            if token.type_no_period.lstrip("\"'“‘«(") in self.titles:
-                continue
-            following = head_words[index + 1] if index + 1 < len(head_words) else ""
-            if following and re.fullmatch(r"[.?!…\"')\]}\u2019\u201d\xbb]+", following):
-                continue
-            end = head_start + cursor
+            end = head_start + word_end
             if end == match.end():
                 breaks.append((end, match.start("next_tok") if next_tok else end))
-            elif re.compile(r"[^\w]*(\w?)").match(head, cursor)[1].isupper():
+            elif re.compile(r"[^\w]*(\w?)").match(head, word_end)[1].isupper():
                 breaks.append((end, end))
         return breaks
 
