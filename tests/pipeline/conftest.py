@@ -14,3 +14,20 @@ def cloud(tmp_path_factory):
     from tests.pipeline.cloud_runs import cloud_runs
 
     yield from cloud_runs(tmp_path_factory.mktemp("cloud"))
+
+
+@pytest.fixture
+def monitors(monkeypatch) -> list:
+    """Every progress monitor (``pipeline.runtime.progress.ProgressMonitor``) that ran in this
+    process during the test, each appended once it is over."""
+    from pipeline.runtime.progress import ProgressMonitor
+
+    seen: list[ProgressMonitor] = []
+    original_exit = ProgressMonitor.__exit__
+
+    def remember(self, *exc):
+        original_exit(self, *exc)
+        seen.append(self)
+
+    monkeypatch.setattr(ProgressMonitor, "__exit__", remember)
+    return seen

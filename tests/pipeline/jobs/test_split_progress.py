@@ -8,12 +8,10 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-import pytest
 
 from pipeline.jobs.split import run_split_job
 from pipeline.jobs.tokenize import run_split_and_tokenize_jobs
 from pipeline.runtime.beam_options import make_pipeline_options
-from pipeline.runtime.progress import ProgressMonitor
 
 VOCAB = Path(__file__).resolve().parents[3] / "sample" / "vocab.txt"
 
@@ -35,20 +33,6 @@ def clean_files(directory: Path, per_file: list[int]) -> int:
         )
         pq.write_table(table, directory / f"documents-{i:05d}-of-{len(per_file):05d}.parquet")
     return sum(per_file)
-
-
-@pytest.fixture
-def monitors(monkeypatch) -> list[ProgressMonitor]:
-    """Every progress monitor that ran, once it is over."""
-    seen: list[ProgressMonitor] = []
-    original_exit = ProgressMonitor.__exit__
-
-    def remember(self, *exc):
-        original_exit(self, *exc)
-        seen.append(self)
-
-    monkeypatch.setattr(ProgressMonitor, "__exit__", remember)
-    return seen
 
 
 def test_the_split_stage_reports_every_document_it_splits(tmp_path, monitors):

@@ -152,20 +152,10 @@ def test_an_empty_vocab_check_sample_is_not_called_held_out(tmp_path, sample_cor
     assert "not the eval split" in text
 
 
-def test_the_vocab_stage_reports_every_document_it_reads(
-    tmp_path, sample_corpus_files, monkeypatch
-):
+def test_the_vocab_stage_reports_every_document_it_reads(tmp_path, sample_corpus_files, monitors):
     """Like clean, tokenize and instances, the sampling pass shows ``vocab: N of M documents``."""
-    from pipeline.runtime.progress import ProgressMonitor
 
-    seen: list[ProgressMonitor] = []
-    original_exit = ProgressMonitor.__exit__
-
-    def remember(self, *exc):
-        original_exit(self, *exc)
-        seen.append(self)
-
-    monkeypatch.setattr(ProgressMonitor, "__exit__", remember)
+    seen = monitors
     source = sample_parquet(tmp_path / "clean", sample_corpus_files)
     documents = pq.read_metadata(source / "documents-00000-of-00001.parquet").num_rows
     manifest, out = train(tmp_path, source, vocab_size=500, exclude_eval_fraction=0.3)

@@ -141,7 +141,7 @@ def test_remote_outputs_report_through_a_local_directory(tmp_path):
     assert monitor.observed == [] and read_progress(str(tmp_path / "missing")) == 0
 
 
-def test_the_clean_stage_reports_every_input_byte_read(tmp_path, monkeypatch):
+def test_the_clean_stage_reports_every_input_byte_read(tmp_path, monitors):
     files = sorted((SAMPLE / "books").glob("*.txt")) + sorted((SAMPLE / "wiki").glob("*.xml"))
     config = CleanJobConfig(
         output=str(tmp_path / "clean"),
@@ -149,14 +149,7 @@ def test_the_clean_stage_reports_every_input_byte_read(tmp_path, monkeypatch):
         books=[str(SAMPLE / "books" / "*.txt")],
         export_text=False,
     )
-    seen: list[ProgressMonitor] = []
-    original_exit = ProgressMonitor.__exit__
-
-    def remember(self, *exc):
-        original_exit(self, *exc)
-        seen.append(self)
-
-    monkeypatch.setattr(ProgressMonitor, "__exit__", remember)
+    seen = monitors
     run_clean_job(config, make_pipeline_options(["--direct_running_mode=in_memory"]), print)
     (monitor,) = seen
     assert monitor.total == sum(f.stat().st_size for f in files)
@@ -186,19 +179,12 @@ def test_reading_any_input_reports_its_stored_bytes(tmp_path):
         assert sum(seen) == len(data), name
 
 
-def test_every_long_stage_of_run_reports_up_to_its_total(tmp_path, monkeypatch):
+def test_every_long_stage_of_run_reports_up_to_its_total(tmp_path, monitors):
     from pipeline.jobs.run import run_all
     from pipeline.jobs.run_config import load_run_config
     from tests.pipeline.jobs.test_run import SAMPLE as SAMPLE_CONFIG
 
-    seen: list[ProgressMonitor] = []
-    original_exit = ProgressMonitor.__exit__
-
-    def remember(self, *exc):
-        original_exit(self, *exc)
-        seen.append(self)
-
-    monkeypatch.setattr(ProgressMonitor, "__exit__", remember)
+    seen = monitors
     config = load_run_config(SAMPLE_CONFIG, [f"output={tmp_path / 'out'}"])
     summary = run_all(
         config,
