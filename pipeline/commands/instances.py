@@ -19,6 +19,7 @@ from pipeline.jobs.instances import (
     JobConfigError,
     run_instances_job,
 )
+from pipeline.jobs.reference_compat import COMPATS, INVOCATIONS, REFERENCE, run_reference_job
 from pipeline.runtime.beam_options import make_pipeline_options
 from transforms.features import DYNAMIC, INPUT_MODES, MASKINGS
 
@@ -145,6 +146,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "[unusedN] and specials included",
             "reference_whole_word_decisions": "with --whole-word-mask, choose [MASK]/random/keep "
             "per piece instead of per word",
+        },
+    )
+    add_job_flags(
+        p.add_argument_group(
+            "exact reference output (google-research/bert's create_pretraining_data.py, value "
+            "for value)"
+        ),
+        InstancesJobConfig,
+        {
+            "compat": (
+                "reference: write the reference script's own instances (its random stream, "
+                "reading rules and defects; only its options are accepted)",
+                {"choices": COMPATS},
+            ),
+            "invocations": (
+                "with --compat reference: one run of the script over every input, one per input "
+                "file (as MLPerf runs its parts), or one per --input pattern; runs go in "
+                "parallel on the runner's workers",
+                {"choices": INVOCATIONS},
+            ),
         },
     )
     compat = p.add_argument_group(
@@ -275,7 +296,31 @@ def run(args: argparse.Namespace, beam_args: list[str]) -> int:
     config = config_from_args(args)
     options = make_pipeline_options(beam_args)
     started = time.monotonic()
-    manifest = run_instances_job(config, options, progress)
+    if config.compat == REFERENCE:
+        manifest = run_reference_job(config, options, progress)
+        summary = format_reference_summary(manifest)
+    else:
+        manifest = run_instances_job(config, options, progress)
+        summary = format_summary(manifest)
     progress(f"done in {time.monotonic() - started:.1f} s; manifest: {config.output}/manifest.json")
-    print(format_summary(manifest), file=sys.stderr)
+    print(summary, file=sys.stderr)
     return 0
+
+
+def format_reference_summary(manifest: dict) -> str:
+    t = manifest["totals"]
+    rows = [
+        ("compat", "google-research/bert create_pretraining_data.py"),
+        ("invocations", t["invocations"]),
+        ("input files", t["input_files"]),
+        ("documents", t["documents"]),
+        ("sentences", t["sentences"]),
+        ("tokens", t["tokens"]),
+        ("instances", t["instances"]),
+        ("IsNext ratio", t["is_next_ratio"]),
+        ("predictions/instance", t["mean_predictions_per_instance"]),
+        ("output files", len(manifest["shards"])),
+        ("seconds", manifest["elapsed_seconds"]),
+    ]
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"  {k:<{width}}  {v}" for k, v in rows)

@@ -134,6 +134,15 @@ class InstancesJobConfig:
     ``tf.data``. The CLI and ``bertprep run`` default ``dupe_factor`` to 1 for it."""
     input_mode: str = SENTENCE_PAIRS
     """``sentence-pairs`` (with NSP), ``full-sentences`` or ``doc-sentences`` (packed, no NSP)."""
+    compat: str = "none"
+    """``none``: bertprep's instances. ``reference``: google-research/bert's
+    ``create_pretraining_data.py`` output value for value (``pipeline.jobs.reference_compat``:
+    its random stream, its reading of the inputs, its defects)."""
+    invocations: str = "one"
+    """With ``compat: reference``, how the inputs are grouped into runs of the reference, each
+    with its own ``random.Random(seed)`` and its own output files: ``one`` (every input, as one
+    command line of the script), ``per-file`` (one run per input file, as MLPerf runs its 500
+    parts) or ``per-input`` (one run per ``--input`` pattern)."""
     pretokenized: bool = False
     """``inputs`` are token index files (``tokens-*.index.parquet``, ``pipeline.files.token_files``)
     written with the same vocab and casing by ``bertprep run``'s tokenize stage: documents are

@@ -1,0 +1,346 @@
+"""``--compat reference``: google-research/bert's ``create_pretraining_data.py`` output, value for
+value, from one Beam pipeline that runs its invocations in parallel.
+
+One invocation of the reference (its ``--input_file`` list, flags and ``--random_seed``) is
+sequential by nature: one ``random.Random(seed)`` draws everything, in order. The job groups the
+inputs into invocations (``InstancesJobConfig.invocations``: ``one``, ``per-file``,
+``per-input``), checks every setting before any work, runs each invocation on a worker
+(``pipeline.steps.reference_invocation``), checks the files against what the workers report and
+writes ``manifest.json`` last. Options the reference does not have are refused: their output
+could not be the reference's.
+
+Reading order within an invocation is the reference's: the ``--input`` patterns in the order
+given, a pattern's matches in sorted order (a directory: every file under it), a file named
+twice read twice. ``.gz``/``.bz2`` inputs are decompressed first (the reference would read the
+compressed bytes and stop).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import asdict, fields
+
+import apache_beam as beam
+import numpy as np
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from pipeline.files.artifacts import read_json, write_json
+from pipeline.files.input_files import expand_inputs
+from pipeline.jobs.instances import (
+    MANIFEST_FORMAT,
+    InstancesJobConfig,
+    JobConfigError,
+    Naming,
+    NoInstancesError,
+)
+from pipeline.jobs.scaffold import RESULT, ReconciliationError, prepare_output, write_manifest
+from pipeline.steps.reference_invocation import ReferenceInvocation, RunReferenceInvocationFn
+from tokenizer.vocab import Vocab, VocabError
+from tokenizer.wordpiece import BertWordPieceTokenizer
+from transforms.features import MANIFEST, SENTENCE_PAIRS, STATIC, features_of
+from transforms.reference_instances import ReferenceSettings
+from transforms.reference_text import ReferenceInputError, reference_vocab_word_ids
+
+LOG = logging.getLogger("bertprep.instances")
+
+NONE = "none"
+REFERENCE = "reference"
+COMPATS = (NONE, REFERENCE)
+ONE, PER_FILE, PER_INPUT = "one", "per-file", "per-input"
+INVOCATIONS = (ONE, PER_FILE, PER_INPUT)
+SUFFIX = ".tfrecord"
+MAX_SEQ_LENGTH = 32767
+"""Masked positions are kept as int16."""
+
+_REFERENCE_FLAGS = {
+    "max_seq_length",
+    "max_predictions_per_seq",
+    "masked_lm_prob",
+    "dupe_factor",
+    "short_seq_prob",
+    "seed",
+    "do_lower_case",
+    "whole_word_mask",
+}
+"""Settings the reference has (``--max_seq_length`` ... ``--do_whole_word_mask``)."""
+_LAYOUT = {"inputs", "vocab", "output", "num_shards", "shard_names", "shard_prefix"}
+_IMPLIED = {
+    "reference_random_next",
+    "reference_random_tokens",
+    "reference_whole_word_decisions",
+    "allow_prediction_cap",
+    "spill_groups",
+    "spill_group_mb",
+}
+"""The reference's defects and its lack of a prediction-cap check: implied by the mode."""
+_MODE = {"compat", "invocations"}
+
+
+def check_reference_config(config: InstancesJobConfig, naming: Naming = Naming()) -> None:
+    """Raises JobConfigError for a setting the reference does not have (its output could not be
+    the reference's) or values it cannot run with."""
+    defaults = {f.name: f.default for f in fields(InstancesJobConfig)}
+    for name in sorted(set(defaults) - _REFERENCE_FLAGS - _LAYOUT - _IMPLIED - _MODE):
+        if getattr(config, name) != defaults[name]:
+            raise JobConfigError(
+                f"{naming(name)} {getattr(config, name)!r}: google-research/bert's script has no "
+                f"such option, so --compat reference cannot honour it; drop it (default: "
+                f"{defaults[name]!r})"
+            )
+    if config.invocations not in INVOCATIONS:
+        raise JobConfigError(
+            f"{naming('invocations')} must be one of {', '.join(INVOCATIONS)}, "
+            f"got {config.invocations!r}"
+        )
+    if not 5 <= config.max_seq_length <= MAX_SEQ_LENGTH:
+        raise JobConfigError(
+            f"{naming('max_seq_length')} {config.max_seq_length}: the reference needs at least 5 "
+            f"(room for [CLS] A [SEP] B [SEP]); at most {MAX_SEQ_LENGTH} here"
+        )
+    for name in ("max_predictions_per_seq", "dupe_factor"):
+        if getattr(config, name) < 1:
+            raise JobConfigError(f"{naming(name)} must be at least 1")
+    if config.num_shards is not None and config.num_shards < 1:
+        raise JobConfigError(f"{naming('num_shards')} must be at least 1")
+    if config.shard_names is not None and config.invocations != ONE:
+        raise JobConfigError(
+            f"--output_file names one invocation's files; {naming('invocations')} "
+            f"{config.invocations} writes files per invocation: give --output DIR"
+        )
+    if not config.inputs:
+        raise JobConfigError(f"no {naming('input')} given")
+
+
+def _stem(path: str) -> str:
+    name = path.rstrip("/").rsplit("/", 1)[-1]
+    for suffix in (".gz", ".bz2"):
+        name = name.removesuffix(suffix)
+    base, dot, _ext = name.rpartition(".")
+    return base if dot and base else name
+
+
+def _file_names(stem: str, count: int) -> tuple[str, ...]:
+    if count == 1:
+        return (stem + SUFFIX,)
+    return tuple(f"{stem}-{i:05d}-of-{count:05d}{SUFFIX}" for i in range(count))
+
+
+def plan_invocations(config: InstancesJobConfig) -> list[ReferenceInvocation]:
+    """The invocations of the job, their inputs in reading order, their output file names."""
+    per_pattern = [[f.path for f in expand_inputs([pattern])] for pattern in config.inputs]
+    count = config.num_shards or 1
+    if config.invocations == ONE:
+        names = (
+            tuple(config.shard_names)
+            if config.shard_names is not None
+            else _file_names(config.shard_prefix, count)
+        )
+        inputs = tuple(path for paths in per_pattern for path in paths)
+        plan = [ReferenceInvocation(config.shard_prefix, inputs, names)]
+    elif config.invocations == PER_FILE:
+        paths = sorted({path for group in per_pattern for path in group})
+        plan = [ReferenceInvocation(_stem(p), (p,), _file_names(_stem(p), count)) for p in paths]
+    else:
+        width = len(str(len(per_pattern) - 1))
+        plan = [
+            ReferenceInvocation(
+                f"{config.shard_prefix}-{i:0{width}d}",
+                tuple(group),
+                _file_names(f"{config.shard_prefix}-{i:0{width}d}", count),
+            )
+            for i, group in enumerate(per_pattern)
+        ]
+    seen: dict[str, str] = {}
+    for invocation in plan:
+        for name in invocation.outputs:
+            if name in seen:
+                raise JobConfigError(
+                    f"invocations {seen[name]!r} and {invocation.name!r} would both write {name}: "
+                    "input files with the same name in different directories need "
+                    "--invocations per-input (or separate jobs)"
+                )
+            if name == MANIFEST or "/" in name:
+                raise JobConfigError(f"not a usable output file name: {name}")
+            seen[name] = invocation.name
+    return plan
+
+
+def reference_settings(config: InstancesJobConfig, vocab: Vocab, vocab_bytes: bytes):
+    """The reference's settings and vocab tables; ReferenceInputError for a vocab whose ids the
+    reference reads differently."""
+    word_ids = reference_vocab_word_ids(vocab_bytes, vocab.tokens)
+    is_continuation = np.zeros(max(len(word_ids), len(vocab)), dtype=bool)
+    is_continuation[: len(vocab)] = vocab.continuation_mask()
+    return ReferenceSettings(
+        max_seq_length=config.max_seq_length,
+        max_predictions_per_seq=config.max_predictions_per_seq,
+        masked_lm_prob=config.masked_lm_prob,
+        short_seq_prob=config.short_seq_prob,
+        dupe_factor=config.dupe_factor,
+        whole_word_mask=config.whole_word_mask,
+        cls_id=vocab.cls_id,
+        sep_id=vocab.sep_id,
+        mask_id=vocab.mask_id,
+        vocab_word_ids=word_ids,
+        is_continuation=is_continuation,
+    )
+
+
+def _load_vocab(config: InstancesJobConfig, naming: Naming) -> tuple[Vocab, bytes]:
+    from smart_open import open as smart_open
+
+    try:
+        with smart_open(config.vocab, "rb") as f:
+            data = f.read()
+        return Vocab.from_bytes(data), data
+    except (VocabError, OSError) as e:
+        raise JobConfigError(f"{naming('vocab')} {config.vocab}: {e}") from e
+
+
+def run_reference_job(
+    config: InstancesJobConfig,
+    pipeline_options: PipelineOptions,
+    progress: Callable[[str], None] = LOG.info,
+    naming: Naming = Naming(),
+) -> dict:
+    """Runs every invocation and returns the manifest (also ``output/manifest.json``)."""
+    check_reference_config(config, naming)
+    vocab, vocab_bytes = _load_vocab(config, naming)
+    settings = reference_settings(config, vocab, vocab_bytes)
+    plan = plan_invocations(config)
+    files = sorted({path for invocation in plan for path in invocation.inputs})
+    progress(
+        f"--compat reference: {len(plan)} invocation(s) of google-research/bert's script over "
+        f"{len(files)} input file(s) → {config.output}"
+    )
+    prepare_output(config.output, [name for inv in plan for name in inv.outputs])
+    result_path = FileSystems.join(config.output, RESULT)
+    started = time.monotonic()
+    p = beam.Pipeline(options=pipeline_options)
+    _ = (
+        p
+        | "Invocations" >> beam.Create(plan)
+        | "Spread" >> beam.Reshuffle()
+        | "Run"
+        >> beam.ParDo(
+            RunReferenceInvocationFn(
+                vocab, config.do_lower_case, settings, config.seed, config.output
+            )
+        )
+        | "Collect" >> beam.combiners.ToList()
+        | "Save" >> beam.Map(lambda results: write_json(result_path, results))
+    )
+    result = p.run()
+    result.wait_until_finish()
+    elapsed = time.monotonic() - started
+    results = read_json(result_path)
+    FileSystems.delete([result_path])
+    manifest = build_reference_manifest(config, vocab, plan, results)
+    for invocation in manifest["invocations"]:
+        progress(
+            f"{invocation['name']}: {invocation['documents']:,} documents → "
+            f"{invocation['instances']:,} instances in {invocation['seconds']} s"
+        )
+    return write_manifest(config.output, MANIFEST_FORMAT, manifest, elapsed)
+
+
+def _check_outputs(config: InstancesJobConfig, plan, results: list[dict]) -> None:
+    """Every invocation reported once, every file it reported is there with its size."""
+    by_name = {r["name"]: r for r in results}
+    if len(results) != len(plan) or set(by_name) != {inv.name for inv in plan}:
+        raise ReconciliationError(
+            f"{len(plan)} invocations planned, the workers reported "
+            f"{sorted(by_name)} ({len(results)} results)"
+        )
+    for r in results:
+        for out in r["outputs"]:
+            path = FileSystems.join(config.output, out["file"])
+            found = FileSystems.match([path])[0].metadata_list
+            if len(found) != 1 or found[0].size_in_bytes != out["bytes"]:
+                raise ReconciliationError(
+                    f"{path}: the worker wrote {out['bytes']:,} bytes, the file holds "
+                    f"{found[0].size_in_bytes if found else 'nothing'}"
+                )
+        if sum(o["records"] for o in r["outputs"]) != r["instances"]:
+            raise ReconciliationError(f"{r['name']}: records in its files != its instances")
+
+
+def build_reference_manifest(
+    config: InstancesJobConfig, vocab: Vocab, plan, results: list[dict]
+) -> dict:
+    """The manifest of a ``--compat reference`` job: the instances manifest's keys (config,
+    features, vocab, shards, totals) plus every invocation (inputs, files, counts)."""
+    _check_outputs(config, plan, results)
+    order = {inv.name: i for i, inv in enumerate(plan)}
+    results = sorted(results, key=lambda r: order[r["name"]])
+    empty = [r["name"] for r in results if r["instances"] == 0]
+    if empty:
+        raise NoInstancesError(
+            f"{len(empty)} invocation(s) produced zero instances ({', '.join(empty[:5])}): "
+            "their inputs hold no tokens (empty files?); the reference would write empty "
+            "files without a word"
+        )
+    instances = sum(r["instances"] for r in results)
+    random_next = sum(r["random_next"] for r in results)
+    predictions = sum(r["masked_lm_predictions"] for r in results)
+    return {
+        "compat": REFERENCE,
+        "config": asdict(config),
+        "masking": STATIC,
+        "input_mode": SENTENCE_PAIRS,
+        "next_sentence_prediction": True,
+        "dupe_factor": config.dupe_factor,
+        "features": {
+            f.name: {
+                "dtype": f.dtype,
+                "length": f.length(config.max_seq_length, config.max_predictions_per_seq),
+            }
+            for f in features_of(STATIC, SENTENCE_PAIRS)
+        },
+        "max_seq_length": config.max_seq_length,
+        "max_predictions_per_seq": config.max_predictions_per_seq,
+        "vocab": {
+            "path": config.vocab if "://" in config.vocab else os.path.abspath(config.vocab),
+            "sha256": vocab.sha256,
+            "size": len(vocab),
+            "special_ids": {
+                "pad": vocab.pad_id,
+                "unk": vocab.unk_id,
+                "cls": vocab.cls_id,
+                "sep": vocab.sep_id,
+                "mask": vocab.mask_id,
+            },
+        },
+        "tokenizer": BertWordPieceTokenizer(vocab, config.do_lower_case).settings(),
+        "invocations": results,
+        "shards": [out for r in results for out in r["outputs"]],
+        "totals": {
+            "invocations": len(results),
+            "input_files": len({p for r in results for p in r["inputs"]}),
+            "documents": sum(r["documents"] for r in results),
+            "sentences": sum(r["sentences"] for r in results),
+            "tokens": sum(r["tokens"] for r in results),
+            "instances": instances,
+            "is_next": instances - random_next,
+            "random_next": random_next,
+            "is_next_ratio": round((instances - random_next) / instances, 6),
+            "masked_lm_predictions": predictions,
+            "mean_predictions_per_instance": round(predictions / instances, 4),
+        },
+        "skipped": {},
+    }
+
+
+__all__ = [
+    "COMPATS",
+    "INVOCATIONS",
+    "REFERENCE",
+    "ReferenceInputError",
+    "check_reference_config",
+    "plan_invocations",
+    "run_reference_job",
+]

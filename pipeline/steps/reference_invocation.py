@@ -1,0 +1,136 @@
+"""One invocation of google-research/bert's ``create_pretraining_data.py``, reproduced on a worker.
+
+``RunReferenceInvocationFn`` takes a ``ReferenceInvocation`` (input files in reading order, output
+file names) and does what the script does for it: reads and tokenizes every input
+(``transforms.reference_text``), draws every instance from one ``random.Random(seed)`` stream
+(``transforms.reference_instances``) and writes record ``g`` of the final shuffle into output
+file ``g % files``. Each output file is streamed under a temporary name and committed when
+complete, so a retried or killed invocation never leaves a partial file behind a final name. It
+yields what it wrote (records, sha256 of each file's bytes, sizes, document counts).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass
+
+import apache_beam as beam
+import numpy as np
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+
+from pipeline.files.artifacts import commit, delete_matching, naming, temporary_name
+from pipeline.runtime.counters import NAMESPACE
+from tokenizer.vocab import Vocab
+from tokenizer.wordpiece import BertWordPieceTokenizer
+from transforms.example_encoding import encode_examples
+from transforms.reference_instances import (
+    ReferenceInstances,
+    ReferenceSettings,
+    create_reference_instances,
+    record_features,
+)
+from transforms.reference_stream import stream_state
+from transforms.reference_text import ReferenceDocumentBuilder
+from transforms.tfrecord import frame_records
+
+RECORDS_PER_BATCH = 4096
+"""Records encoded at once while an output file is written (memory: a few MB)."""
+
+
+@dataclass(frozen=True)
+class ReferenceInvocation:
+    """One run of the reference script: its inputs (paths, in the order it reads them) and its
+    ``--output_file`` list (file names inside the job's output directory)."""
+
+    name: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+
+
+class RunReferenceInvocationFn(beam.DoFn):
+    """ReferenceInvocation → its output files, written; yields a summary dict per invocation."""
+
+    def __init__(
+        self,
+        vocab: Vocab,
+        do_lower_case: bool,
+        settings: ReferenceSettings,
+        seed: int,
+        output: str,
+    ) -> None:
+        self._vocab = vocab
+        self._do_lower_case = do_lower_case
+        self._settings = settings
+        self._seed = seed
+        self._output = output
+        self._tokenizer: BertWordPieceTokenizer | None = None
+
+    def setup(self) -> None:
+        self._tokenizer = BertWordPieceTokenizer(self._vocab, self._do_lower_case)
+
+    def process(self, invocation: ReferenceInvocation):
+        started = time.monotonic()
+        assert self._tokenizer is not None
+        builder = ReferenceDocumentBuilder(self._tokenizer.encode_batch_flat)
+        for path in invocation.inputs:
+            with FileSystems.open(path, compression_type=CompressionTypes.AUTO) as stream:
+                builder.add_stream(stream, path)
+        documents = builder.finish()
+        read_seconds = time.monotonic() - started
+        instances = create_reference_instances(documents, self._settings, stream_state(self._seed))
+        outputs = [
+            self._write(name, instances, documents.ids, k, len(invocation.outputs))
+            for k, name in enumerate(invocation.outputs)
+        ]
+        beam.metrics.Metrics.counter(NAMESPACE, "reference_invocations").inc()
+        beam.metrics.Metrics.counter(NAMESPACE, "instances").inc(len(instances))
+        masked = instances.predictions.astype(np.int64)
+        yield {
+            "name": invocation.name,
+            "inputs": list(invocation.inputs),
+            "lines": builder.lines,
+            "documents": documents.documents,
+            "sentences": documents.sentences,
+            "tokens": int(len(documents.ids)),
+            "instances": len(instances),
+            "random_next": int(instances.random_next.sum()),
+            "masked_lm_predictions": int(masked.sum()),
+            "outputs": outputs,
+            "read_seconds": round(read_seconds, 2),
+            "seconds": round(time.monotonic() - started, 2),
+        }
+
+    def _write(
+        self, name: str, instances: ReferenceInstances, ids: np.ndarray, k: int, files: int
+    ) -> dict:
+        """Output file ``k`` of ``files``: records ``k, k + files, ...`` of the final order."""
+        path = FileSystems.join(self._output, name)
+        picks = instances.order[k::files]
+        digest = hashlib.sha256()
+        size = 0
+        temp = temporary_name(path)
+        try:
+            with (
+                naming(path),
+                FileSystems.create(temp, compression_type=CompressionTypes.UNCOMPRESSED) as f,
+            ):
+                for start in range(0, len(picks), RECORDS_PER_BATCH):
+                    ints, floats = record_features(
+                        instances, picks[start : start + RECORDS_PER_BATCH], ids, self._settings
+                    )
+                    data = frame_records(encode_examples(ints, floats))
+                    digest.update(data)
+                    size += len(data)
+                    f.write(data)
+        except BaseException:
+            delete_matching([temp])
+            raise
+        commit(temp, path)
+        return {
+            "file": name,
+            "records": len(picks),
+            "content_sha256": digest.hexdigest(),
+            "bytes": size,
+        }
