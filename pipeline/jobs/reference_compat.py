@@ -78,9 +78,11 @@ _IMPLIED = {
 }
 """The reference's defects and its lack of a prediction-cap check: implied by the mode."""
 _MODE = {"compat", "invocations"}
+FLAG_NAMES = Naming()
+"""Settings named as command-line flags (``--max-seq-length``)."""
 
 
-def check_reference_config(config: InstancesJobConfig, naming: Naming = Naming()) -> None:
+def check_reference_config(config: InstancesJobConfig, naming: Naming = FLAG_NAMES) -> None:
     """Raises JobConfigError for a setting the reference does not have (its output could not be
     the reference's) or values it cannot run with."""
     defaults = {f.name: f.default for f in fields(InstancesJobConfig)}
@@ -205,7 +207,7 @@ def run_reference_job(
     config: InstancesJobConfig,
     pipeline_options: PipelineOptions,
     progress: Callable[[str], None] = LOG.info,
-    naming: Naming = Naming(),
+    naming: Naming = FLAG_NAMES,
 ) -> dict:
     """Runs every invocation and returns the manifest (also ``output/manifest.json``)."""
     check_reference_config(config, naming)
