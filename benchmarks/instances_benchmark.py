@@ -35,30 +35,43 @@ def corpus(megabytes: float) -> Path:
 
 
 def reference_package() -> Path:
-    """google-research/bert's scripts from the bert-tensorflow wheel (PyPI), unpacked in WORK."""
-    target = WORK / "reference"
-    if not (target / "bert" / "create_pretraining_data.py").exists():
-        import subprocess
-        import zipfile
+    """google-research/bert's scripts from the bert-tensorflow wheel (PyPI), unpacked in WORK
+    (once: concurrent callers, such as parallel test workers, wait for the first)."""
+    import fcntl
+    import subprocess
+    import tempfile
+    import zipfile
 
-        WORK.mkdir(parents=True, exist_ok=True)
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "download",
-                "--no-deps",
-                "-q",
-                "-d",
-                str(WORK),
-                "bert-tensorflow==1.0.4",
-            ],
-            check=True,
-        )
-        wheel = next(WORK.glob("bert_tensorflow-1.0.4-*.whl"))
-        with zipfile.ZipFile(wheel) as z:
-            z.extractall(target)
+    target = WORK / "reference"
+    if (target / "bert" / "create_pretraining_data.py").exists():
+        return target
+    WORK.mkdir(parents=True, exist_ok=True)
+    with (WORK / "reference.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (target / "bert" / "create_pretraining_data.py").exists():
+            return target
+        with tempfile.TemporaryDirectory(dir=WORK) as temp:
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "download",
+                    "--no-deps",
+                    "-q",
+                    "-d",
+                    temp,
+                    "bert-tensorflow==1.0.4",
+                ],
+                check=True,
+                capture_output=True,
+            )
+            wheel = next(Path(temp).glob("bert_tensorflow-1.0.4-*.whl"))
+            unpacked = Path(temp) / "unpacked"
+            with zipfile.ZipFile(wheel) as z:
+                z.extractall(unpacked)
+            shutil.rmtree(target, ignore_errors=True)
+            unpacked.rename(target)
     return target
 
 

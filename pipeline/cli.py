@@ -141,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             return args.run(args, extra)
         except UserError as e:
+            noise.drop()  # a worker's error said in one line: its tracebacks add nothing
             return _user_error(args.command, as_typed(str(e), argv, command))
         except BaseException as e:
             failure = classify(e, noise.thread_errors)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import time
 from collections.abc import Callable
 from dataclasses import asdict, fields
@@ -38,6 +39,7 @@ from pipeline.jobs.instances import (
     NoInstancesError,
 )
 from pipeline.jobs.scaffold import RESULT, ReconciliationError, prepare_output, write_manifest
+from pipeline.runtime.failures import exception_chain
 from pipeline.steps.reference_invocation import ReferenceInvocation, RunReferenceInvocationFn
 from tokenizer.vocab import Vocab, VocabError
 from tokenizer.wordpiece import BertWordPieceTokenizer
@@ -236,8 +238,14 @@ def run_reference_job(
         | "Collect" >> beam.combiners.ToList()
         | "Save" >> beam.Map(lambda results: write_json(result_path, results))
     )
-    result = p.run()
-    result.wait_until_finish()
+    try:
+        result = p.run()
+        result.wait_until_finish()
+    except Exception as e:
+        reason = worker_input_error(e)
+        if reason is None:
+            raise
+        raise ReferenceInputError(reason) from e
     elapsed = time.monotonic() - started
     results = read_json(result_path)
     FileSystems.delete([result_path])
@@ -248,6 +256,19 @@ def run_reference_job(
             f"{invocation['instances']:,} instances in {invocation['seconds']} s"
         )
     return write_manifest(config.output, MANIFEST_FORMAT, manifest, elapsed)
+
+
+_INPUT_ERROR = re.compile(r"ReferenceInputError: (.+?)(?: \[while running [^\]]*\])?$", re.M)
+
+
+def worker_input_error(error: BaseException) -> str | None:
+    """The message of a ``ReferenceInputError`` a worker raised, from the exception Beam
+    re-raised in the launcher (which carries it as text), or None."""
+    for e in exception_chain(error):
+        found = _INPUT_ERROR.search(str(e))
+        if found:
+            return found.group(1).strip()
+    return None
 
 
 def _check_outputs(config: InstancesJobConfig, plan, results: list[dict]) -> None:
