@@ -29,7 +29,7 @@ import numpy as np
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from pipeline.files.artifacts import read_json, write_json
+from pipeline.files.artifacts import delete_litter, delete_matching, read_json, write_json
 from pipeline.files.input_files import expand_inputs
 from pipeline.jobs.instances import (
     MANIFEST_FORMAT,
@@ -221,7 +221,18 @@ def run_reference_job(
         f"--compat reference: {len(plan)} invocation(s) of google-research/bert's script over "
         f"{len(files)} input file(s) → {config.output}"
     )
-    prepare_output(config.output, [name for inv in plan for name in inv.outputs])
+    names = [name for inv in plan for name in inv.outputs]
+    prepare_output(config.output, names)
+    try:
+        return _run(config, pipeline_options, progress, vocab, settings, plan)
+    except BaseException:
+        # a failed job leaves no file a reader could take for output (the manifest is last)
+        delete_matching([FileSystems.join(config.output, n) for n in names])
+        delete_litter(config.output)
+        raise
+
+
+def _run(config, pipeline_options, progress, vocab, settings, plan) -> dict:
     result_path = FileSystems.join(config.output, RESULT)
     started = time.monotonic()
     p = beam.Pipeline(options=pipeline_options)

@@ -1,0 +1,280 @@
+"""``bertprep instances --compat reference``: the whole job against google-research/bert's script
+run as its own command line (bert-tensorflow wheel), file by file; invocations in parallel;
+refusals; failures that leave nothing behind."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipeline.cli import main
+from tests.reference_script import vocab_path
+from transforms.example_encoding import decode_example
+from transforms.tfrecord import iter_records
+
+IN_MEMORY = "--direct_running_mode=in_memory"
+
+
+def decoded(path: Path) -> list[dict]:
+    with path.open("rb") as f:
+        return [decode_example(r) for r in iter_records(f)]
+
+
+def run_reference(inputs: list[Path], outputs: list[Path], *flags: str) -> None:
+    """The reference script itself, as MLPerf runs it (one process)."""
+    from benchmarks.instances_benchmark import reference_package
+
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=str(reference_package()))
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bert.create_pretraining_data",
+            f"--input_file={','.join(map(str, inputs))}",
+            f"--output_file={','.join(map(str, outputs))}",
+            f"--vocab_file={vocab_path()}",
+            "--random_seed=12345",
+            *flags,
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+@pytest.fixture(scope="module")
+def books(tmp_path_factory) -> list[Path]:
+    """~1.2 MB of real books in BERT format (NLTK Punkt sentences, ~30 per document), 3 files."""
+    from benchmarks.books_corpus import build_corpus
+    from tests.conftest import require_corpora
+
+    require_corpora("books")
+    root = tmp_path_factory.mktemp("books")
+    files = sorted(build_corpus(root / "all", 1_200_000))
+    parts = [root / f"part-{i}.txt" for i in range(3)]
+    for i, part in enumerate(parts):
+        part.write_bytes(b"".join(f.read_bytes() for f in files[i::3]))
+    return parts
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("seq", "predictions"), [(128, 20), (512, 80)])
+def test_reference_command_line_writes_the_references_records(books, tmp_path, seq, predictions):
+    """The reference's own command line, one invocation over three files into two output files:
+    every record decodes to the same values in the same file and order."""
+    flags = [
+        f"--max_seq_length={seq}",
+        f"--max_predictions_per_seq={predictions}",
+        "--dupe_factor=2",
+        "--do_lower_case=True",
+    ]
+    theirs = [tmp_path / "ref" / n for n in ("a.tfrecord", "b.tfrecord")]
+    theirs[0].parent.mkdir()
+    run_reference(books, theirs, *flags)
+    ours = [tmp_path / "ours" / p.name for p in theirs]
+    code = main(
+        [
+            "instances",
+            "--compat",
+            "reference",
+            f"--input_file={','.join(map(str, books))}",
+            f"--output_file={','.join(map(str, ours))}",
+            f"--vocab_file={vocab_path()}",
+            "--random_seed=12345",
+            *flags,
+        ]
+    )
+    assert code == 0
+    total = 0
+    for a, b in zip(ours, theirs, strict=True):
+        mine, reference = decoded(a), decoded(b)
+        assert len(mine) == len(reference) > 100
+        for g, (x, y) in enumerate(zip(mine, reference, strict=True)):
+            assert x == y, f"{a.name} record {g}"
+        total += len(mine)
+    manifest = json.loads((tmp_path / "ours" / "manifest.json").read_text())
+    assert manifest["compat"] == "reference" and manifest["totals"]["instances"] == total
+    for shard in manifest["shards"]:
+        data = (tmp_path / "ours" / shard["file"]).read_bytes()
+        assert shard["content_sha256"] == hashlib.sha256(data).hexdigest()
+    assert main(["validate", str(tmp_path / "ours")]) == 0
+
+
+@pytest.mark.slow
+def test_per_file_invocations_run_in_parallel_and_equal_one_reference_run_each(books, tmp_path):
+    """MLPerf's layout: one reference run per part file, each with the same seed, here three
+    invocations on two worker processes, two output files each."""
+    flags = ["--max_seq_length=128", "--max_predictions_per_seq=20", "--dupe_factor=2"]
+    out = tmp_path / "ours"
+    code = main(
+        [
+            "instances",
+            "--compat",
+            "reference",
+            "--invocations",
+            "per-file",
+            "--num-shards",
+            "2",
+            "--input",
+            str(books[0].parent / "part-*.txt"),
+            "--vocab",
+            str(vocab_path()),
+            "--output",
+            str(out),
+            *flags,
+            "--direct_running_mode=multi_processing",
+            "--direct_num_workers=2",
+        ]
+    )
+    assert code == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert [i["name"] for i in manifest["invocations"]] == ["part-0", "part-1", "part-2"]
+    for part in books:
+        names = [f"{part.stem}-0000{k}-of-00002.tfrecord" for k in range(2)]
+        theirs = [tmp_path / "ref" / n for n in names]
+        theirs[0].parent.mkdir(exist_ok=True)
+        run_reference([part], theirs, *flags)
+        for name, reference in zip(names, theirs, strict=True):
+            assert decoded(out / name) == decoded(reference), name
+
+
+def compat(tmp_path: Path, inputs: list[Path], vocab: Path, *extra: str, output=None) -> int:
+    return main(
+        [
+            "instances",
+            "--compat",
+            "reference",
+            *[a for p in inputs for a in ("--input", str(p))],
+            "--vocab",
+            str(vocab),
+            "--output",
+            str(output or tmp_path / "out"),
+            "--dupe-factor",
+            "2",
+            *extra,
+        ]
+    )
+
+
+def test_same_files_for_any_runner_mode_and_output_directory(
+    tmp_path, sample_corpus_files, sample_vocab_path
+):
+    sums = []
+    for i, mode in enumerate(
+        ["--direct_running_mode=in_memory", "--direct_running_mode=multi_processing"]
+    ):
+        out = tmp_path / f"run{i}" / "deeper"
+        assert compat(tmp_path, sample_corpus_files, sample_vocab_path, mode, output=out) == 0
+        manifest = json.loads((out / "manifest.json").read_text())
+        sums.append([(s["file"], s["content_sha256"]) for s in manifest["shards"]])
+    assert sums[0] == sums[1] and sums[0][0][0] == "instances.tfrecord"
+
+
+def test_records_read_back_through_tf_data(tmp_path, sample_corpus_files, sample_vocab_path):
+    from tests.pipeline.shard_reading import read_shards
+
+    assert compat(tmp_path, sample_corpus_files, sample_vocab_path, IN_MEMORY) == 0
+    files = [tmp_path / "out" / "instances.tfrecord"]
+    parsed = read_shards(files, 128, 20)
+    raw = decoded(files[0])
+    assert len(raw) == len(parsed["input_ids"]) > 50
+    assert parsed["input_ids"][7].tolist() == raw[7]["input_ids"]
+    assert parsed["masked_lm_weights"][7].tolist() == raw[7]["masked_lm_weights"]
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--masking", "dynamic"], "--masking 'dynamic': google-research/bert's script has no"),
+        (["--compression", "gzip"], "--compression 'gzip'"),
+        (["--bucket-size", "50"], "--bucket-size 50"),
+        (["--input-mode", "full-sentences"], "--input-mode"),
+        (["--max-seq-length", "4"], "needs at least 5"),
+    ],
+)
+def test_options_the_reference_lacks_are_refused(
+    tmp_path, capsys, sample_corpus_files, sample_vocab_path, flags, message
+):
+    assert compat(tmp_path, sample_corpus_files, sample_vocab_path, *flags) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_output_file_list_with_per_file_invocations_is_refused(tmp_path, capsys, sample_vocab_path):
+    code = main(
+        [
+            "instances",
+            "--compat",
+            "reference",
+            "--invocations",
+            "per-file",
+            "--input_file=a.txt",
+            f"--output_file={tmp_path}/x.tfrecord",
+            "--vocab",
+            str(sample_vocab_path),
+        ]
+    )
+    assert code == 2
+    assert "--output_file names one invocation's files" in capsys.readouterr().err
+
+
+def test_same_file_names_in_two_directories_are_refused(tmp_path, capsys, sample_vocab_path):
+    for d in ("x", "y"):
+        (tmp_path / d).mkdir()
+        (tmp_path / d / "part.txt").write_text("A sentence here.\nAnd another.\n")
+    code = compat(
+        tmp_path, [tmp_path / "x", tmp_path / "y"], sample_vocab_path, "--invocations", "per-file"
+    )
+    assert code == 2
+    assert "would both write part.tfrecord" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"good line.\nbad \xff byte\n", "line 2: invalid UTF-8"),
+        (b"\n\n   \n", "produced zero instances"),
+    ],
+)
+def test_bad_input_fails_clearly_and_leaves_no_output_files(
+    tmp_path, capsys, sample_corpus_files, sample_vocab_path, content, message
+):
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(content)
+    code = compat(
+        tmp_path,
+        [*sample_corpus_files, bad],
+        sample_vocab_path,
+        "--invocations",
+        "per-file",
+        IN_MEMORY,
+    )
+    assert code == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == []
+
+
+def test_per_input_invocations_group_patterns(tmp_path, sample_corpus_files, sample_vocab_path):
+    code = compat(
+        tmp_path,
+        [sample_corpus_files[0], sample_corpus_files[1]],
+        sample_vocab_path,
+        "--invocations",
+        "per-input",
+        IN_MEMORY,
+    )
+    assert code == 0
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert [(i["name"], len(i["inputs"])) for i in manifest["invocations"]] == [
+        ("instances-0", 1),
+        ("instances-1", 1),
+    ]
