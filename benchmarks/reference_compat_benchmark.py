@@ -81,22 +81,34 @@ def run(cmd: list[str], label: str) -> dict:
     return {"wall_s": m.wall_seconds, "peak_mb": m.peak_rss_bytes / 2**20}
 
 
-def decoded(path: Path) -> list[dict]:
-    from transforms.example_encoding import decode_example
-    from transforms.tfrecord import iter_records
+def parsed_batches(path: Path, args: argparse.Namespace):
+    """The file's records parsed by TensorFlow (every feature's values), 4,096 at a time."""
+    import tensorflow as tf
 
-    with path.open("rb") as f:
-        return [decode_example(r) for r in iter_records(f)]
+    from transforms.features import FEATURES
+
+    spec = {
+        f.name: tf.io.FixedLenFeature(
+            [f.length(args.max_seq_length, args.max_predictions_per_seq)],
+            tf.int64 if f.dtype == "int64" else tf.float32,
+        )
+        for f in FEATURES
+    }
+    data = tf.data.TFRecordDataset(str(path)).batch(4096)
+    for batch in data.map(lambda r: tf.io.parse_example(r, spec)):
+        yield {k: v.numpy() for k, v in batch.items()}
 
 
-def same_records(ours: list[Path], theirs: list[Path]) -> int:
+def same_records(ours: list[Path], theirs: list[Path], args: argparse.Namespace) -> int:
     """Records compared; raises SystemExit at the first file whose decoded values differ."""
+    import numpy as np
+
     total = 0
     for a, b in zip(ours, theirs, strict=True):
-        left, right = decoded(a), decoded(b)
-        if left != right:
-            raise SystemExit(f"decoded records differ: {a} vs {b}")
-        total += len(left)
+        for x, y in zip(parsed_batches(a, args), parsed_batches(b, args), strict=True):
+            if x.keys() != y.keys() or any(not np.array_equal(x[k], y[k]) for k in x):
+                raise SystemExit(f"decoded records differ: {a} vs {b}")
+            total += len(x["input_ids"])
     return total
 
 
@@ -132,7 +144,7 @@ def one_invocation(args: argparse.Namespace) -> list[dict]:
     ]
     for label, cmd in (("bertprep --compat reference", ours_cmd), ("reference", theirs_cmd)):
         rows.append({"case": "one invocation", "tool": label, **run(cmd, label)})
-    records = same_records(ours_paths, theirs_paths)
+    records = same_records(ours_paths, theirs_paths, args)
     for r in rows:
         r.update(corpus_mb=round(size / 1e6, 1), records=records)
     return rows
@@ -183,7 +195,7 @@ def many_invocations(args: argparse.Namespace) -> list[dict]:
     ]
     names = [p.name.removesuffix(".txt") + ".tfrecord" for p in parts]
     records = same_records(
-        [out / "bertprep" / n for n in names], [out / "reference" / n for n in names]
+        [out / "bertprep" / n for n in names], [out / "reference" / n for n in names], args
     )
     for r in rows:
         r.update(corpus_mb=round(size / 1e6, 1), records=records)

@@ -197,12 +197,15 @@ def _create_pass(
     positions,
     replacements,
     filled,
+    first_document,
+    end_document,
 ):
-    """One pass of the reference's ``create_instances_from_document`` over every document (in
-    shuffled order), appending at ``filled``; returns the new fill."""
+    """The reference's ``create_instances_from_document`` for documents ``first_document`` to
+    ``end_document`` (positions in the shuffled order; random next sentences come from all of
+    them), appending at ``filled``; returns the new fill."""
     max_num_tokens = max_seq_length - 3
     documents = len(shuffled)
-    for document_index in range(documents):
+    for document_index in range(first_document, end_document):
         doc = shuffled[document_index]
         first_sentence = sentence_starts[doc]
         sentences = sentence_starts[doc + 1] - first_sentence
@@ -294,54 +297,65 @@ def create_reference_instances(
     if settings.max_seq_length < 5:
         raise ValueError("max_seq_length must be at least 5 (the reference asserts otherwise)")
     shuffled = shuffled_range(state, documents.documents)
-    capacity = documents.sentences * settings.dupe_factor  # each instance uses >= 1 sentence
+    table = settings.predictions_by_length()
+    sentences = np.diff(documents.sentence_starts)[shuffled]
+    parts: list[tuple[np.ndarray, ...]] = []
+    for _ in range(settings.dupe_factor if documents.documents else 0):
+        first = 0
+        while first < documents.documents:
+            # each instance uses at least one sentence of its document: a group of documents
+            # holding ~BATCH_SENTENCES sentences bounds the arrays of its instances
+            end = int(np.searchsorted(np.cumsum(sentences[first:]), BATCH_SENTENCES)) + first + 1
+            end = min(end, documents.documents)
+            parts.append(_create_group(documents, settings, table, state, shuffled, first, end))
+            first = end
+    order = shuffled_range(state, sum(len(p[0]) for p in parts))
+    fields = [
+        np.concatenate([p[k] for p in parts]) if parts else np.zeros(0, dtype)
+        for k, dtype in enumerate(_FIELD_DTYPES)
+    ]
     mp = settings.max_predictions_per_seq
-    a_start = np.empty(capacity, np.int64)
-    a_end = np.empty(capacity, np.int64)
-    b_start = np.empty(capacity, np.int64)
-    b_end = np.empty(capacity, np.int64)
-    random_next = np.empty(capacity, np.int8)
-    predictions = np.empty(capacity, np.int32)
+    for k in (6, 7):
+        fields[k] = fields[k].reshape(-1, mp)
+    return ReferenceInstances(*fields, order=order)
+
+
+BATCH_SENTENCES = 1 << 16
+"""Sentences of the documents whose instances are made in one kernel call."""
+_FIELD_DTYPES = (np.int64, np.int64, np.int64, np.int64, np.int8, np.int32, np.int16, np.int32)
+
+
+def _create_group(documents, settings, table, state, shuffled, first: int, end: int):
+    capacity = int(documents.sentence_starts[shuffled[first:end] + 1].sum())
+    capacity -= int(documents.sentence_starts[shuffled[first:end]].sum())
+    mp = settings.max_predictions_per_seq
+    arrays = [np.empty(capacity, dtype) for dtype in _FIELD_DTYPES[:6]]
     positions = np.zeros((capacity, mp), np.int16)
     replacements = np.zeros((capacity, mp), np.int32)
-    filled = 0
-    table = settings.predictions_by_length()
-    if documents.documents:
-        for _ in range(settings.dupe_factor):
-            filled = _create_pass(
-                state,
-                shuffled,
-                documents.ids,
-                documents.token_starts,
-                documents.sentence_starts,
-                settings.max_seq_length,
-                settings.short_seq_prob,
-                table,
-                settings.whole_word_mask,
-                settings.is_continuation,
-                settings.mask_id,
-                settings.vocab_word_ids,
-                a_start,
-                a_end,
-                b_start,
-                b_end,
-                random_next,
-                predictions,
-                positions,
-                replacements,
-                filled,
-            )
-    order = shuffled_range(state, filled)
-    return ReferenceInstances(
-        a_start=a_start[:filled].copy(),
-        a_end=a_end[:filled].copy(),
-        b_start=b_start[:filled].copy(),
-        b_end=b_end[:filled].copy(),
-        random_next=random_next[:filled].copy(),
-        predictions=predictions[:filled].copy(),
-        positions=positions[:filled].copy(),
-        replacements=replacements[:filled].copy(),
-        order=order,
+    filled = _create_pass(
+        state,
+        shuffled,
+        documents.ids,
+        documents.token_starts,
+        documents.sentence_starts,
+        settings.max_seq_length,
+        settings.short_seq_prob,
+        table,
+        settings.whole_word_mask,
+        settings.is_continuation,
+        settings.mask_id,
+        settings.vocab_word_ids,
+        *arrays,
+        positions,
+        replacements,
+        0,
+        first,
+        end,
+    )
+    return (
+        *(a[:filled].copy() for a in arrays),
+        positions[:filled].copy(),
+        replacements[:filled].copy(),
     )
 
 

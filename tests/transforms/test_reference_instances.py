@@ -246,3 +246,15 @@ def test_instances_are_spans_not_token_lists(tmp_path):
     )
     assert per_instance < 16 + 6 * 20 + 48
     assert np.all(instances.a_end > instances.a_start)
+
+
+def test_documents_made_in_groups_give_the_same_instances(tmp_path, monkeypatch):
+    """Instances are made a group of documents at a time (bounded arrays); the group size
+    changes nothing."""
+    import transforms.reference_instances as module
+
+    path = write_documents(tmp_path / "g.txt", documents(20, 10))
+    expected, _ = reference_rows([path], dupe_factor=3, max_seq_length=48)
+    monkeypatch.setattr(module, "BATCH_SENTENCES", 7)
+    rows, _ = compat_rows([path], dupe_factor=3, max_seq_length=48)
+    assert rows == expected
