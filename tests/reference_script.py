@@ -87,7 +87,7 @@ def compat_documents(files: list[Path]):
 
 
 def compat_settings(vocab, **overrides):
-    from transforms.reference_instances import ReferenceSettings
+    from transforms.reference_layout import ReferenceSettings
     from transforms.reference_text import reference_vocab_word_ids
 
     values = {

@@ -44,7 +44,7 @@ from pipeline.steps.reference_invocation import ReferenceInvocation, RunReferenc
 from tokenizer.vocab import Vocab, VocabError
 from tokenizer.wordpiece import BertWordPieceTokenizer
 from transforms.features import MANIFEST, SENTENCE_PAIRS, STATIC, features_of
-from transforms.reference_instances import ReferenceSettings
+from transforms.reference_layout import ReferenceSettings
 from transforms.reference_text import ReferenceInputError, reference_vocab_word_ids
 
 LOG = logging.getLogger("bertprep.instances")
@@ -69,7 +69,7 @@ _REFERENCE_FLAGS = {
     "whole_word_mask",
 }
 """Settings the reference has (``--max_seq_length`` ... ``--do_whole_word_mask``)."""
-_LAYOUT = {"inputs", "vocab", "output", "num_shards", "shard_names", "shard_prefix"}
+_LAYOUT = {"inputs", "vocab", "output", "num_shards", "shard_names", "shard_prefix", "pretokenized"}
 _IMPLIED = {
     "reference_random_next",
     "reference_random_tokens",
@@ -233,6 +233,11 @@ def run_reference_job(
 
 
 def _run(config, pipeline_options, progress, vocab, settings, plan) -> dict:
+    from apache_beam.options.pipeline_options import DirectOptions
+
+    direct = pipeline_options.view_as(DirectOptions)
+    if (direct.direct_num_workers or 0) > len(plan):
+        direct.direct_num_workers = len(plan)  # a worker with no invocation only costs memory
     result_path = FileSystems.join(config.output, RESULT)
     started = time.monotonic()
     p = beam.Pipeline(options=pipeline_options)
@@ -243,7 +248,12 @@ def _run(config, pipeline_options, progress, vocab, settings, plan) -> dict:
         | "Run"
         >> beam.ParDo(
             RunReferenceInvocationFn(
-                vocab, config.do_lower_case, settings, config.seed, config.output
+                vocab,
+                config.do_lower_case,
+                settings,
+                config.seed,
+                config.output,
+                config.pretokenized,
             )
         )
         | "Collect" >> beam.combiners.ToList()
@@ -366,6 +376,11 @@ def build_reference_manifest(
             "mean_predictions_per_instance": round(predictions / instances, 4),
         },
         "skipped": {},
+        "counts": {
+            "pairs": instances,
+            "random_next": random_next,
+            "masked_lm_predictions": predictions,
+        },
     }
 
 

@@ -144,12 +144,23 @@ def preflight(config: RunConfig, force: set[str]) -> None:
             close = difflib.get_close_matches(name, known, n=1)
             hint = f" (did you mean {close[0]}?)" if close else ""
             raise ConfigError(f"--force {name}: no such stage{hint}; known: {', '.join(known)}")
+    from pipeline.jobs.reference_compat import ONE, REFERENCE, check_reference_config
+
     for i, phase in enumerate(config.phases):
+        naming = Naming(f"phases[{i}].")
         try:
-            check_settings(
-                phase_job_configs(config, phase, "(vocab)")["train"],
-                Naming(f"phases[{i}]."),
-            )
+            job = phase_job_configs(config, phase, "(vocab)")["train"]
+            if phase.compat == REFERENCE:
+                check_reference_config(job, naming)
+                if phase.invocations != ONE:
+                    raise JobConfigError(
+                        f"{naming('invocations')} {phase.invocations}: in bertprep run a "
+                        "compat phase is one invocation of the reference per side, over the "
+                        "side's documents in key order; for one invocation per part file run "
+                        "bertprep instances --compat reference --invocations per-file"
+                    )
+            else:
+                check_settings(job, naming)
         except JobConfigError as e:
             raise ConfigError(str(e)) from e
     if config.vocab.path:
@@ -224,7 +235,8 @@ def run_all(
     """
     from pipeline.files.input_files import expand_inputs
     from pipeline.jobs.clean import run_clean_job
-    from pipeline.jobs.instances import run_instances_jobs
+    from pipeline.jobs.instances import Naming, run_instances_jobs
+    from pipeline.jobs.reference_compat import REFERENCE, run_reference_job
     from pipeline.jobs.split import run_split_job
     from pipeline.jobs.tokenize import run_split_and_tokenize_jobs, run_tokenize_job
     from pipeline.jobs.vocab import run_vocab_job
@@ -376,9 +388,25 @@ def run_all(
                     progress(f"phase:{phase.name}: no {side} documents, no {side} shards")
                     continue
                 jobs[name, side] = job
-        manifests = run_instances_jobs(list(jobs.values()), options_for(), progress)
+        native = {k: job for k, job in jobs.items() if job.compat != REFERENCE}
+        manifests = dict(
+            zip(
+                native,
+                run_instances_jobs(list(native.values()), options_for(), progress)
+                if native
+                else [],
+                strict=True,
+            )
+        )
+        for (name, side), job in jobs.items():
+            if job.compat == REFERENCE:  # the reference's own draws: a pipeline of its own
+                index = [p.name for p in config.phases].index(name.split(":", 1)[1])
+                manifests[name, side] = run_reference_job(
+                    job, options_for(), progress, Naming(f"phases[{index}].")
+                )
         results: dict[str, dict] = {name: {} for name in names}
-        for (name, side), manifest in zip(jobs, manifests, strict=True):
+        for name, side in jobs:
+            manifest = manifests[name, side]
             phase_dir = phases_by_name[name][1]
             t = manifest["totals"]
             results[name][side] = {

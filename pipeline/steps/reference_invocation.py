@@ -4,7 +4,8 @@
 file names) and does what the script does for it: reads and tokenizes every input
 (``transforms.reference_text``), draws every instance from one ``random.Random(seed)`` stream
 (``transforms.reference_instances``) and writes record ``g`` of the final shuffle into output
-file ``g % files``. Each output file is streamed under a temporary name and committed when
+file ``g % files``. With ``pretokenized`` the inputs are token files of ``bertprep run``'s
+tokenize stage, their documents taken in key order (``tokenized_documents``). Each output file is streamed under a temporary name and committed when
 complete, so a retried or killed invocation never leaves a partial file behind a final name. It
 yields what it wrote (records, sha256 of each file's bytes, sizes, document counts).
 """
@@ -21,19 +22,15 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.files.artifacts import commit, delete_matching, naming, temporary_name
+from pipeline.files.token_files import TokenIndex
 from pipeline.runtime.counters import NAMESPACE
 from tokenizer.vocab import Vocab
 from tokenizer.wordpiece import BertWordPieceTokenizer
 from transforms.example_encoding import encode_examples
-from transforms.reference_instances import (
-    ReferenceInstances,
-    ReferenceSettings,
-    create_reference_instances,
-    record_features,
-)
-from transforms.reference_stream import stream_state
+from transforms.reference_layout import ReferenceInstances, ReferenceSettings
 from transforms.reference_text import ReferenceDocumentBuilder
 from transforms.tfrecord import frame_records
+from transforms.token_documents import TokenizedDocument
 
 RECORDS_PER_BATCH = 4096
 """Records encoded at once while an output file is written (memory: a few MB)."""
@@ -49,6 +46,28 @@ class ReferenceInvocation:
     outputs: tuple[str, ...]
 
 
+def tokenized_documents(index_paths: tuple[str, ...]) -> list[TokenizedDocument]:
+    """Every document of the token files (``bertprep run``'s tokenize stage), sorted by key: an
+    order that depends on the documents only, not on how the stage cut them into files."""
+    documents = []
+    for index_path in index_paths:
+        index = TokenIndex.read(index_path)
+        with FileSystems.open(index.data_path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+            data = f.read()
+        for key, offset, size, sentences in zip(
+            index.keys,
+            index.offsets.tolist(),
+            index.sizes.tolist(),
+            index.num_sentences.tolist(),
+            strict=True,
+        ):
+            documents.append(
+                TokenizedDocument.from_bytes(key, data[offset : offset + size], sentences)
+            )
+    documents.sort(key=lambda d: d.key)
+    return documents
+
+
 class RunReferenceInvocationFn(beam.DoFn):
     """ReferenceInvocation → its output files, written; yields a summary dict per invocation."""
 
@@ -59,12 +78,14 @@ class RunReferenceInvocationFn(beam.DoFn):
         settings: ReferenceSettings,
         seed: int,
         output: str,
+        pretokenized: bool = False,
     ) -> None:
         self._vocab = vocab
         self._do_lower_case = do_lower_case
         self._settings = settings
         self._seed = seed
         self._output = output
+        self._pretokenized = pretokenized
         self._tokenizer: BertWordPieceTokenizer | None = None
 
     def setup(self) -> None:
@@ -74,11 +95,19 @@ class RunReferenceInvocationFn(beam.DoFn):
         started = time.monotonic()
         assert self._tokenizer is not None
         builder = ReferenceDocumentBuilder(self._tokenizer.encode_batch_flat)
-        for path in invocation.inputs:
-            with FileSystems.open(path, compression_type=CompressionTypes.AUTO) as stream:
-                builder.add_stream(stream, path)
+        if self._pretokenized:
+            for document in tokenized_documents(invocation.inputs):
+                builder.add_document(document.ids, document.offsets)
+        else:
+            for path in invocation.inputs:
+                with FileSystems.open(path, compression_type=CompressionTypes.AUTO) as stream:
+                    builder.add_stream(stream, path)
         documents = builder.finish()
         read_seconds = time.monotonic() - started
+        # the compiled kernels (numba) load on the workers only, not in the launcher
+        from transforms.reference_instances import create_reference_instances
+        from transforms.reference_stream import stream_state
+
         instances = create_reference_instances(documents, self._settings, stream_state(self._seed))
         outputs = [
             self._write(name, instances, documents.ids, k, len(invocation.outputs))
@@ -106,6 +135,8 @@ class RunReferenceInvocationFn(beam.DoFn):
         self, name: str, instances: ReferenceInstances, ids: np.ndarray, k: int, files: int
     ) -> dict:
         """Output file ``k`` of ``files``: records ``k, k + files, ...`` of the final order."""
+        from transforms.reference_instances import record_features
+
         path = FileSystems.join(self._output, name)
         picks = instances.order[k::files]
         digest = hashlib.sha256()
