@@ -26,7 +26,7 @@ def decoded(path: Path) -> list[dict]:
         return [decode_example(r) for r in iter_records(f)]
 
 
-def run_reference(inputs: list[Path], outputs: list[Path], *flags: str) -> None:
+def run_reference(inputs: list[Path], outputs: list[Path], *flags: str, vocab=None) -> None:
     """The reference script itself, as MLPerf runs it (one process)."""
     from benchmarks.instances_benchmark import reference_package
 
@@ -38,7 +38,7 @@ def run_reference(inputs: list[Path], outputs: list[Path], *flags: str) -> None:
             "bert.create_pretraining_data",
             f"--input_file={','.join(map(str, inputs))}",
             f"--output_file={','.join(map(str, outputs))}",
-            f"--vocab_file={vocab_path()}",
+            f"--vocab_file={vocab or vocab_path()}",
             "--random_seed=12345",
             *flags,
         ],
@@ -66,19 +66,25 @@ def books(tmp_path_factory) -> list[Path]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("seq", "predictions"), [(128, 20), (512, 80)])
-def test_reference_command_line_writes_the_references_records(books, tmp_path, seq, predictions):
+@pytest.mark.parametrize(
+    ("seq", "predictions", "cased"), [(128, 20, False), (512, 80, False), (128, 20, True)]
+)
+def test_reference_command_line_writes_the_references_records(
+    books, tmp_path, seq, predictions, cased
+):
     """The reference's own command line, one invocation over three files into two output files:
-    every record decodes to the same values in the same file and order."""
+    every record decodes to the same values in the same file and order (uncased, and cased with
+    Google's cased vocab)."""
+    vocab = vocab_path().with_name("bert-base-cased-vocab.txt") if cased else vocab_path()
     flags = [
         f"--max_seq_length={seq}",
         f"--max_predictions_per_seq={predictions}",
         "--dupe_factor=2",
-        "--do_lower_case=True",
+        f"--do_lower_case={not cased}",
     ]
     theirs = [tmp_path / "ref" / n for n in ("a.tfrecord", "b.tfrecord")]
     theirs[0].parent.mkdir()
-    run_reference(books, theirs, *flags)
+    run_reference(books, theirs, *flags, vocab=vocab)
     ours = [tmp_path / "ours" / p.name for p in theirs]
     code = main(
         [
@@ -87,7 +93,7 @@ def test_reference_command_line_writes_the_references_records(books, tmp_path, s
             "reference",
             f"--input_file={','.join(map(str, books))}",
             f"--output_file={','.join(map(str, ours))}",
-            f"--vocab_file={vocab_path()}",
+            f"--vocab_file={vocab}",
             "--random_seed=12345",
             *flags,
         ]
@@ -277,4 +283,52 @@ def test_per_input_invocations_group_patterns(tmp_path, sample_corpus_files, sam
     assert [(i["name"], len(i["inputs"])) for i in manifest["invocations"]] == [
         ("instances-0", 1),
         ("instances-1", 1),
+    ]
+
+
+def test_a_bucket_gives_the_same_files_as_local_disk(
+    tmp_path, sample_corpus_files, sample_vocab_path
+):
+    """Inputs, vocab and output on gs:// (an emulated bucket): the same files, byte for byte."""
+    pytest.importorskip("gcp_storage_emulator")
+    from benchmarks.gcs_emulator import GcsEmulator
+    from tests.pipeline.cloud_runs import bertprep
+
+    flags = ["--compat", "reference", "--invocations", "per-file", "--dupe-factor", "2"]
+    local = tmp_path / "local"
+    assert (
+        compat(
+            tmp_path,
+            sample_corpus_files,
+            sample_vocab_path,
+            "--invocations",
+            "per-file",
+            output=local,
+        )
+        == 0
+    )
+    with GcsEmulator(tmp_path / "emulator") as emulator:
+        emulator.create_bucket("corpus")
+        for f in [*sample_corpus_files, sample_vocab_path]:
+            emulator.upload(f, f"gs://corpus/in/{f.name}")
+        done = bertprep(
+            "instances",
+            *flags,
+            "--input",
+            "gs://corpus/in/part-*.txt",
+            "--vocab",
+            f"gs://corpus/in/{sample_vocab_path.name}",
+            "--output",
+            "gs://corpus/out",
+            env=emulator.env(),
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        emulator.download_prefix("gs://corpus/out", tmp_path / "remote")
+    names = sorted(p.name for p in local.glob("*.tfrecord"))
+    assert names == [f"{f.stem}.tfrecord" for f in sample_corpus_files]
+    for name in names:
+        assert (tmp_path / "remote" / name).read_bytes() == (local / name).read_bytes(), name
+    remote = json.loads((tmp_path / "remote" / "manifest.json").read_text())
+    assert [s["content_sha256"] for s in remote["shards"]] == [
+        s["content_sha256"] for s in json.loads((local / "manifest.json").read_text())["shards"]
     ]
