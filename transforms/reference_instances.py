@@ -12,7 +12,8 @@ the prediction budget is skipped, and [MASK]/keep/random is drawn per piece.
 
 Documents are token spans, not lists of strings: instances are kept as spans of the flat token
 array (``transforms.reference_layout.ReferenceInstances``), ``45 + 6 * max_predictions_per_seq``
-bytes each, and become records only when written (``record_features``).
+bytes each, made ``BATCH_INSTANCES`` at a time, and become records only when written
+(``record_features``).
 """
 
 from __future__ import annotations
@@ -121,29 +122,47 @@ def _create_pass(
     predictions,
     positions,
     replacements,
-    filled,
-    first_document,
-    end_document,
+    cursor,
 ):
-    """The reference's ``create_instances_from_document`` for documents ``first_document`` to
-    ``end_document`` (positions in the shuffled order; random next sentences come from all of
-    them), appending at ``filled``; returns the new fill."""
+    """The reference's ``create_instances_from_document`` over the documents (in shuffled
+    order) from where ``cursor`` stands, filling the arrays from 0 until they are full or the
+    pass is over; returns the fill.
+
+    ``cursor`` (int64[6]: document, sentence, chunk start, chunk tokens, target, paused) is where
+    the pass stands: when the arrays are full before the pass ends, the kernel stops at the next
+    instance, before any of its draws, sets ``paused`` and returns; called again (with emptied
+    arrays) it goes on from there, so a pass is the same whatever the arrays' size."""
     max_num_tokens = max_seq_length - 3
     documents = len(shuffled)
-    for document_index in range(first_document, end_document):
+    capacity = len(a_start)
+    filled = 0
+    resume = cursor[5] == 1
+    cursor[5] = 0
+    document_index = cursor[0]
+    while document_index < documents:
         doc = shuffled[document_index]
         first_sentence = sentence_starts[doc]
         sentences = sentence_starts[doc + 1] - first_sentence
-        target = max_num_tokens
-        if random_float(state) < short_seq_prob:
-            target = rand_int(state, 2, max_num_tokens)
-        chunk_first = 0
-        chunk_length = 0
-        i = 0
+        if resume:
+            i, chunk_first, chunk_length, target = cursor[1], cursor[2], cursor[3], cursor[4]
+        else:
+            target = max_num_tokens
+            if random_float(state) < short_seq_prob:
+                target = rand_int(state, 2, max_num_tokens)
+            chunk_first = 0
+            chunk_length = 0
+            i = 0
         while i < sentences:
             s = first_sentence + i
-            chunk_length += token_starts[s + 1] - token_starts[s]
+            if resume:
+                resume = False  # this sentence's tokens were counted before the pause
+            else:
+                chunk_length += token_starts[s + 1] - token_starts[s]
             if i == sentences - 1 or chunk_length >= target:
+                if filled == capacity:
+                    cursor[0], cursor[1], cursor[2] = document_index, i, chunk_first
+                    cursor[3], cursor[4], cursor[5] = chunk_length, target, 1
+                    return filled
                 chunk_sentences = i - chunk_first + 1
                 a_sentences = 1
                 if chunk_sentences >= 2:
@@ -211,6 +230,8 @@ def _create_pass(
                 chunk_first = i + 1
                 chunk_length = 0
             i += 1
+        document_index += 1
+    cursor[0] = documents
     return filled
 
 
@@ -223,17 +244,14 @@ def create_reference_instances(
         raise ValueError("max_seq_length must be at least 5 (the reference asserts otherwise)")
     shuffled = shuffled_range(state, documents.documents)
     table = settings.predictions_by_length()
-    sentences = np.diff(documents.sentence_starts)[shuffled]
     parts: list[tuple[np.ndarray, ...]] = []
+    capacity = max(1, min(BATCH_INSTANCES, documents.sentences))
     for _ in range(settings.dupe_factor if documents.documents else 0):
-        first = 0
-        while first < documents.documents:
-            # each instance uses at least one sentence of its document: a group of documents
-            # holding ~BATCH_SENTENCES sentences bounds the arrays of its instances
-            end = int(np.searchsorted(np.cumsum(sentences[first:]), BATCH_SENTENCES)) + first + 1
-            end = min(end, documents.documents)
-            parts.append(_create_group(documents, settings, table, state, shuffled, first, end))
-            first = end
+        cursor = np.zeros(6, dtype=np.int64)
+        while cursor[0] < documents.documents:
+            parts.append(
+                _create_some(documents, settings, table, state, shuffled, cursor, capacity)
+            )
     order = shuffled_range(state, sum(len(p[0]) for p in parts))
     fields = [
         np.concatenate([p[k] for p in parts]) if parts else np.zeros(0, dtype)
@@ -245,14 +263,13 @@ def create_reference_instances(
     return ReferenceInstances(*fields, order=order)
 
 
-BATCH_SENTENCES = 1 << 16
-"""Sentences of the documents whose instances are made in one kernel call."""
+BATCH_INSTANCES = 1 << 16
+"""Instances made per kernel call (the arrays a call fills: ~11 MB at 128/20)."""
 _FIELD_DTYPES = (np.int64, np.int64, np.int64, np.int64, np.int8, np.int32, np.int16, np.int32)
 
 
-def _create_group(documents, settings, table, state, shuffled, first: int, end: int):
-    capacity = int(documents.sentence_starts[shuffled[first:end] + 1].sum())
-    capacity -= int(documents.sentence_starts[shuffled[first:end]].sum())
+def _create_some(documents, settings, table, state, shuffled, cursor, capacity: int):
+    """Up to ``capacity`` instances of the pass, from ``cursor`` on (trimmed arrays)."""
     mp = settings.max_predictions_per_seq
     arrays = [np.empty(capacity, dtype) for dtype in _FIELD_DTYPES[:6]]
     positions = np.zeros((capacity, mp), np.int16)
@@ -273,9 +290,7 @@ def _create_group(documents, settings, table, state, shuffled, first: int, end: 
         *arrays,
         positions,
         replacements,
-        0,
-        first,
-        end,
+        cursor,
     )
     return (
         *(a[:filled].copy() for a in arrays),

@@ -8,7 +8,8 @@ line is tokenized and, if it gives any tokens, appended to the current document.
 across files (only a blank line ends one), and empty documents are dropped at the end.
 
 Its vocab is read the same way: one entry per ``\\n`` line, ``\\r`` dropped, stripped, blank lines
-included, a repeated entry keeping its last id (and listed once among the random replacements).
+included; a repeated entry keeps its first id and every later entry is numbered one lower than
+its line (so such a vocab is refused here).
 ``ReferenceDocumentBuilder`` applies the reading rules to blocks of lines with any batch encoder
 that gives the reference's ids (``tokenizer.wordpiece.BertWordPieceTokenizer.encode_batch_flat``).
 """
@@ -38,23 +39,25 @@ class ReferenceInputError(UserError, ValueError):
 def reference_line_blocks(
     stream: BinaryIO, source: str, block_bytes: int | None = None
 ) -> Iterator[list[str]]:
-    """The stripped lines of a file as the reference reads them, in blocks of whole lines."""
+    """The stripped lines of a file as the reference reads them, in blocks of whole lines (a
+    line longer than a block is gathered in pieces, joined once)."""
     block_bytes = block_bytes or BLOCK_BYTES
-    carry = b""
+    pieces: list[bytes] = []
     line_number = 1
     while True:
         block = stream.read(block_bytes)
-        data = carry + block
         if not block:
-            if data:
-                yield [_decode(data, source, line_number).strip()]
+            last = b"".join(pieces).replace(b"\r", b"")
+            if last:  # an unterminated last line; a lone \r there is the end of the file
+                yield [_decode(last, source, line_number).strip()]
             return
-        cut = data.rfind(b"\n")
+        cut = block.rfind(b"\n")
         if cut < 0:
-            carry = data
+            pieces.append(block)
             continue
-        carry = data[cut + 1 :]
-        text = _decode(data[:cut], source, line_number)
+        data = b"".join([*pieces, block[:cut]])
+        pieces = [block[cut + 1 :]]
+        text = _decode(data, source, line_number)
         lines = text.replace("\r", "").split("\n")
         line_number += len(lines)
         yield [line.strip() for line in lines]
@@ -140,16 +143,15 @@ def reference_vocab_entries(data: bytes) -> list[str]:
 def reference_vocab_word_ids(data: bytes, tokens: Iterable[str]) -> np.ndarray:
     """int64 ids of the reference's ``list(tokenizer.vocab.keys())`` (its random replacements),
     checked against the ids ``tokens`` (the project's vocab, in id order) gives; raises
-    ReferenceInputError when the two disagree (a repeated entry: the reference maps it to its
-    last line, and lists it once)."""
+    ReferenceInputError when the two disagree (a repeated entry shifts the reference's ids)."""
     entries = reference_vocab_entries(data)
     seen: dict[str, int] = {}
     for i, entry in enumerate(entries):
         if entry in seen:
             raise ReferenceInputError(
                 f"vocab: entry {entry!r} is on lines {seen[entry] + 1} and {i + 1}; the "
-                "reference gives it the later id and lists it once as a random replacement, so "
-                "its ids cannot be reproduced exactly: remove the repeat"
+                "reference keeps its first id and numbers every later entry one lower than its "
+                "line, so its ids cannot be reproduced exactly: remove the repeat"
             )
         seen[entry] = i
     ours = list(tokens)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import uuid
 from collections.abc import Iterator
 
@@ -292,3 +293,14 @@ def iter_parquet_rows(path: str, columns: list[str], batch_size: int = 256):
     with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
         for batch in pq.ParquetFile(f).iter_batches(batch_size=batch_size, columns=columns):
             yield from batch.to_pylist()
+
+
+def delete_exactly(paths: list[str]) -> None:
+    """Deletes exactly these files: Beam's ``FileSystems.delete`` matches local paths as globs
+    (``data[1].tfrecord`` would delete ``data1.tfrecord``), so local files go by ``os.remove``."""
+    remote = [p for p in paths if "://" in p]
+    for path in paths:
+        if "://" not in path:
+            os.remove(path)
+    if remote:
+        FileSystems.delete(remote)

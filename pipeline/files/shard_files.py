@@ -65,6 +65,11 @@ class BeamFiles:
         return _filesystems().open(path, compression_type=CompressionTypes.UNCOMPRESSED)
 
     def size(self, path: str) -> int:
+        if not _is_remote(path):  # exactly this file (match would read [, *, ? as a glob)
+            local = path.removeprefix("file://")
+            if not os.path.isfile(local):
+                raise FileNotFoundError(path)
+            return os.path.getsize(local)
         found = _filesystems().match([path])[0].metadata_list
         if not found:
             raise FileNotFoundError(path)

@@ -29,7 +29,7 @@ import numpy as np
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from pipeline.files.artifacts import delete_litter, delete_matching, read_json, write_json
+from pipeline.files.artifacts import delete_exactly, read_json, write_json, write_json_atomically
 from pipeline.files.input_files import expand_inputs
 from pipeline.jobs.instances import (
     MANIFEST_FORMAT,
@@ -38,7 +38,7 @@ from pipeline.jobs.instances import (
     Naming,
     NoInstancesError,
 )
-from pipeline.jobs.scaffold import RESULT, ReconciliationError, prepare_output, write_manifest
+from pipeline.jobs.scaffold import RESULT, ReconciliationError
 from pipeline.runtime.failures import exception_chain
 from pipeline.steps.reference_invocation import ReferenceInvocation, RunReferenceInvocationFn
 from tokenizer.vocab import Vocab, VocabError
@@ -133,9 +133,24 @@ def _file_names(stem: str, count: int) -> tuple[str, ...]:
     return tuple(f"{stem}-{i:05d}-of-{count:05d}{SUFFIX}" for i in range(count))
 
 
+def reference_matches(pattern: str) -> list[str]:
+    """The files an ``--input_file`` item names, in the order the reference reads them:
+    ``tf.gfile.Glob`` lists a local directory in the order the filesystem returns its entries
+    (not sorted; Python's ``glob`` walks it the same way) and a bucket in name order. A
+    directory (bertprep's own extension) stands for every file under it, sorted."""
+    import glob as globbing
+
+    if "://" in pattern or os.path.isdir(pattern) or not globbing.has_magic(pattern):
+        return [f.path for f in expand_inputs([pattern])]
+    found = [p for p in globbing.glob(pattern) if os.path.isfile(p)]
+    if not found:
+        return [f.path for f in expand_inputs([pattern])]  # raises, naming the pattern
+    return found
+
+
 def plan_invocations(config: InstancesJobConfig) -> list[ReferenceInvocation]:
     """The invocations of the job, their inputs in reading order, their output file names."""
-    per_pattern = [[f.path for f in expand_inputs([pattern])] for pattern in config.inputs]
+    per_pattern = [reference_matches(pattern) for pattern in config.inputs]
     count = config.num_shards or 1
     if config.invocations == ONE:
         names = (
@@ -222,14 +237,57 @@ def run_reference_job(
         f"{len(files)} input file(s) → {config.output}"
     )
     names = [name for inv in plan for name in inv.outputs]
-    prepare_output(config.output, names)
+    prepare_outputs(config.output, names)
     try:
         return _run(config, pipeline_options, progress, vocab, settings, plan)
     except BaseException:
         # a failed job leaves no file a reader could take for output (the manifest is last)
-        delete_matching([FileSystems.join(config.output, n) for n in names])
-        delete_litter(config.output)
+        delete_own_files(config.output, names)
         raise
+
+
+def listing(output: str) -> dict[str, int]:
+    """Name → size of every file directly in ``output``. Exact names are compared here, never
+    matched as patterns: Beam's matcher reads ``[``, ``*`` and ``?`` in a file name as a glob."""
+    prefix = output.rstrip("/") + "/"
+    found = FileSystems.match([FileSystems.join(output, "*")])[0].metadata_list
+    return {
+        m.path[len(prefix) :]: m.size_in_bytes
+        for m in found
+        if m.path.startswith(prefix) and "/" not in m.path[len(prefix) :]
+    }
+
+
+def prepare_outputs(output: str, names: list[str]) -> None:
+    """Creates ``output`` and deletes this job's files of an earlier run there: its output
+    files, their temporary names and its manifest, nothing else (``--output_file`` may point
+    into a directory that holds other things). A ``manifest.json`` there that no bertprep
+    instances job wrote is refused, not replaced."""
+    if not FileSystems.exists(output):
+        FileSystems.mkdirs(output)
+    manifest = FileSystems.join(output, MANIFEST)
+    if FileSystems.exists(manifest):
+        try:
+            found = read_json(manifest).get("format")
+        except ValueError:
+            found = None
+        if found != MANIFEST_FORMAT:
+            raise JobConfigError(
+                f"{manifest} is not a bertprep instances manifest; --compat reference writes its "
+                "manifest.json beside its output files: choose another output directory"
+            )
+    delete_own_files(output, [*names, MANIFEST, RESULT])
+
+
+def delete_own_files(output: str, names: list[str]) -> None:
+    """Deletes ``names`` in ``output`` and their temporary (``.partial-*``) names, exactly."""
+    wanted = set(names)
+    stale = [
+        FileSystems.join(output, name)
+        for name in listing(output)
+        if name in wanted or name.split(".partial-", 1)[0] in wanted
+    ]
+    delete_exactly(stale)
 
 
 def _run(config, pipeline_options, progress, vocab, settings, plan) -> dict:
@@ -276,7 +334,9 @@ def _run(config, pipeline_options, progress, vocab, settings, plan) -> dict:
             f"{invocation['name']}: {invocation['documents']:,} documents → "
             f"{invocation['instances']:,} instances in {invocation['seconds']} s"
         )
-    return write_manifest(config.output, MANIFEST_FORMAT, manifest, elapsed)
+    manifest = {"format": MANIFEST_FORMAT, **manifest, "elapsed_seconds": round(elapsed, 2)}
+    write_json_atomically(FileSystems.join(config.output, MANIFEST), manifest)  # last
+    return manifest
 
 
 _INPUT_ERROR = re.compile(r"ReferenceInputError: (.+?)(?: \[while running [^\]]*\])?$", re.M)
@@ -300,14 +360,13 @@ def _check_outputs(config: InstancesJobConfig, plan, results: list[dict]) -> Non
             f"{len(plan)} invocations planned, the workers reported "
             f"{sorted(by_name)} ({len(results)} results)"
         )
+    sizes = listing(config.output)
     for r in results:
         for out in r["outputs"]:
-            path = FileSystems.join(config.output, out["file"])
-            found = FileSystems.match([path])[0].metadata_list
-            if len(found) != 1 or found[0].size_in_bytes != out["bytes"]:
+            if sizes.get(out["file"]) != out["bytes"]:
                 raise ReconciliationError(
-                    f"{path}: the worker wrote {out['bytes']:,} bytes, the file holds "
-                    f"{found[0].size_in_bytes if found else 'nothing'}"
+                    f"{FileSystems.join(config.output, out['file'])}: the worker wrote "
+                    f"{out['bytes']:,} bytes, the file holds {sizes.get(out['file'], 'nothing')}"
                 )
         if sum(o["records"] for o in r["outputs"]) != r["instances"]:
             raise ReconciliationError(f"{r['name']}: records in its files != its instances")

@@ -21,14 +21,14 @@ import numpy as np
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline.files.artifacts import commit, delete_matching, naming, temporary_name
+from pipeline.files.artifacts import commit, delete_exactly, naming, temporary_name
 from pipeline.files.token_files import TokenIndex
 from pipeline.runtime.counters import NAMESPACE
 from tokenizer.vocab import Vocab
 from tokenizer.wordpiece import BertWordPieceTokenizer
 from transforms.example_encoding import encode_examples
 from transforms.reference_layout import ReferenceInstances, ReferenceSettings
-from transforms.reference_text import ReferenceDocumentBuilder
+from transforms.reference_text import ReferenceDocumentBuilder, ReferenceInputError
 from transforms.tfrecord import frame_records
 from transforms.token_documents import TokenizedDocument
 
@@ -103,6 +103,12 @@ class RunReferenceInvocationFn(beam.DoFn):
                 with FileSystems.open(path, compression_type=CompressionTypes.AUTO) as stream:
                     builder.add_stream(stream, path)
         documents = builder.finish()
+        if documents.documents == 0:  # fail now, not after every other invocation has run
+            raise ReferenceInputError(
+                f"invocation {invocation.name}: its input ({', '.join(invocation.inputs[:3])}"
+                f"{' ...' if len(invocation.inputs) > 3 else ''}) holds no tokens, so it "
+                "produced zero instances (the reference would write empty files without a word)"
+            )
         read_seconds = time.monotonic() - started
         # the compiled kernels (numba) load on the workers only, not in the launcher
         from transforms.reference_instances import create_reference_instances
@@ -156,7 +162,8 @@ class RunReferenceInvocationFn(beam.DoFn):
                     size += len(data)
                     f.write(data)
         except BaseException:
-            delete_matching([temp])
+            if FileSystems.exists(temp):
+                delete_exactly([temp])
             raise
         commit(temp, path)
         return {

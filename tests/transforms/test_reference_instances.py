@@ -248,13 +248,33 @@ def test_instances_are_spans_not_token_lists(tmp_path):
     assert np.all(instances.a_end > instances.a_start)
 
 
-def test_documents_made_in_groups_give_the_same_instances(tmp_path, monkeypatch):
-    """Instances are made a group of documents at a time (bounded arrays); the group size
-    changes nothing."""
+def test_instances_made_in_batches_give_the_same_instances(tmp_path, monkeypatch):
+    """Instances are made a batch at a time (bounded arrays), a pass paused and resumed
+    between batches, inside documents too; the batch size changes nothing."""
     import transforms.reference_instances as module
 
     path = write_documents(tmp_path / "g.txt", documents(20, 10))
     expected, _ = reference_rows([path], dupe_factor=3, max_seq_length=48)
-    monkeypatch.setattr(module, "BATCH_SENTENCES", 7)
+    monkeypatch.setattr(module, "BATCH_INSTANCES", 3)
     rows, _ = compat_rows([path], dupe_factor=3, max_seq_length=48)
     assert rows == expected
+
+
+def test_whole_words_group_across_the_separator(tmp_path):
+    """A ``##`` piece that starts segment B (B truncated from the front) joins the last word of
+    A, as master's rule does (it skips [CLS]/[SEP] without closing the current word)."""
+    path = write_documents(tmp_path / "x.txt", documents(30, 6))
+    vocab, docs = compat_documents([path])
+    settings = compat_settings(vocab, whole_word_mask=True, max_seq_length=24, masked_lm_prob=0.4)
+    state = stream_state(11)
+    instances = create_reference_instances(docs, settings, state)
+    oracle = _WholeWordOracle(docs, settings, random.Random(11))
+    expected = oracle.run()
+    starts_with_piece = 0
+    for k, want in enumerate(expected):
+        used = int(instances.predictions[k])
+        assert instances.positions[k][:used].tolist() == want["positions"]
+        assert instances.replacements[k][:used].tolist() == want["replacements"]
+        starts_with_piece += bool(settings.is_continuation[docs.ids[instances.b_start[k]]])
+    assert starts_with_piece > 0
+    assert (state == stream_state(oracle.rng)).all()

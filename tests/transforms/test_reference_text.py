@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 
+import numpy as np
 import pytest
 
 from tests.reference_script import compat_documents, compat_rows, reference_rows, vocab_path
@@ -75,3 +76,18 @@ def test_vocab_word_ids_are_every_line_and_refuse_repeats():
     repeated = data + b"the\n"
     with pytest.raises(ReferenceInputError, match="'the' is on lines"):
         reference_vocab_word_ids(repeated, Vocab.from_bytes(repeated).tokens)
+
+
+def test_unterminated_last_lines_and_a_lone_carriage_return_at_the_end(tmp_path):
+    """The last line of a file without a final newline loses its ``\\r`` bytes too, and a lone
+    ``\\r`` after the last newline is the end of the file, not a blank line (so the document
+    runs on into the next file)."""
+    files = [tmp_path / n for n in ("c.txt", "d.txt", "e.txt")]
+    files[0].write_bytes(b"Doc one line.\nab\rcd unterminated")
+    files[1].write_bytes(b"continues here.\n\r")
+    files[2].write_bytes(b"continues too.\n\nA new doc.\n")
+    _, docs = compat_documents(files)
+    assert np.diff(docs.sentence_starts).tolist() == [4, 1]
+    expected, _ = reference_rows(files, max_seq_length=16, dupe_factor=4)
+    rows, _ = compat_rows(files, max_seq_length=16, dupe_factor=4)
+    assert rows == expected

@@ -332,3 +332,80 @@ def test_a_bucket_gives_the_same_files_as_local_disk(
     assert [s["content_sha256"] for s in remote["shards"]] == [
         s["content_sha256"] for s in json.loads((local / "manifest.json").read_text())["shards"]
     ]
+
+
+@pytest.mark.slow
+def test_a_glob_is_read_in_the_references_order(tmp_path, sample_corpus_files, sample_vocab_path):
+    """``tf.gfile.Glob`` lists a local directory in the filesystem's order, not sorted; the
+    documents' order decides the whole random stream, so the glob must be read the same way."""
+    import glob
+
+    lines = b"".join(f.read_bytes() for f in sample_corpus_files).split(b"\n\n")
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    names = [f"{c}{i}.txt" for i, c in enumerate("qwertyuiopasdfgh")]
+    for i, name in enumerate(names):
+        (parts / name).write_bytes(b"\n\n".join(lines[i :: len(names)]) + b"\n\n")
+    listed = glob.glob(str(parts / "*.txt"))
+    assert listed != sorted(listed), "the filesystem happens to list these sorted"
+    flags = ["--max_seq_length=64", "--max_predictions_per_seq=10", "--dupe_factor=2"]
+    reference = tmp_path / "ref.tfrecord"
+    run_reference([parts / "*.txt"], [reference], *flags, vocab=sample_vocab_path)
+    ours = tmp_path / "ours" / "ref.tfrecord"
+    code = main(
+        [
+            "instances",
+            "--compat",
+            "reference",
+            f"--input_file={parts / '*.txt'}",
+            f"--output_file={ours}",
+            f"--vocab_file={sample_vocab_path}",
+            *flags,
+            IN_MEMORY,
+        ]
+    )
+    assert code == 0
+    assert decoded(ours) == decoded(reference)
+
+
+def test_file_names_with_glob_characters_are_exact(
+    tmp_path, sample_corpus_files, sample_vocab_path
+):
+    """An input ``data[1].txt`` writes ``data[1].tfrecord``: checked, listed and replaced as
+    that exact name (not as a pattern that matches ``data1.tfrecord``)."""
+    src = tmp_path / "in"
+    src.mkdir()
+    (src / "data[1].txt").write_bytes(sample_corpus_files[0].read_bytes())
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "data1.tfrecord").write_bytes(b"someone else's file")
+    for _ in range(2):  # the second run replaces the first's file
+        code = compat(tmp_path, [src], sample_vocab_path, "--invocations", "per-file", IN_MEMORY)
+        assert code == 0
+    assert (out / "data1.tfrecord").read_bytes() == b"someone else's file"
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert [s["file"] for s in manifest["shards"]] == ["data[1].tfrecord"]
+    (out / "data1.tfrecord").unlink()
+    assert main(["validate", str(out)]) == 0
+
+
+def test_an_output_directory_with_another_tools_manifest_is_refused(
+    tmp_path, capsys, sample_corpus_files, sample_vocab_path
+):
+    out = tmp_path / "shared"
+    out.mkdir()
+    (out / "manifest.json").write_text('{"format": "someone-else/1"}')
+    (out / "other.partial-1234").write_text("another job's file in progress")
+    code = main(
+        [
+            "instances",
+            "--compat",
+            "reference",
+            f"--input_file={sample_corpus_files[0]}",
+            f"--output_file={out / 'a.tfrecord'}",
+            f"--vocab_file={sample_vocab_path}",
+        ]
+    )
+    assert code == 2
+    assert "is not a bertprep instances manifest" in capsys.readouterr().err
+    assert sorted(p.name for p in out.iterdir()) == ["manifest.json", "other.partial-1234"]
