@@ -10,8 +10,8 @@ writes ``manifest.json`` last. Options the reference does not have are refused: 
 could not be the reference's.
 
 Reading order within an invocation is the reference's: the ``--input`` patterns in the order
-given, a pattern's matches in sorted order (a directory: every file under it), a file named
-twice read twice. ``.gz``/``.bz2`` inputs are decompressed first (the reference would read the
+given, a local glob's matches in the filesystem's order (``reference_matches``, as
+``tf.gfile.Glob``), a file named twice read twice. ``.gz``/``.bz2`` inputs are decompressed first (the reference would read the
 compressed bytes and stop).
 """
 
