@@ -20,9 +20,10 @@ from __future__ import annotations
 import logging
 import os
 import re
+import shutil
 import time
 from collections.abc import Callable
-from dataclasses import asdict, fields
+from dataclasses import asdict, fields, replace
 
 import apache_beam as beam
 import numpy as np
@@ -38,9 +39,14 @@ from pipeline.jobs.instances import (
     Naming,
     NoInstancesError,
 )
-from pipeline.jobs.scaffold import RESULT, ReconciliationError
+from pipeline.jobs.scaffold import RESULT, ReconciliationError, delete_tree
 from pipeline.runtime.failures import exception_chain
-from pipeline.steps.reference_invocation import ReferenceInvocation, RunReferenceInvocationFn
+from pipeline.steps.reference_invocation import (
+    RESUME_DIR,
+    ReferenceInvocation,
+    RunReferenceInvocationFn,
+    marker_path,
+)
 from tokenizer.vocab import Vocab, VocabError
 from tokenizer.wordpiece import BertWordPieceTokenizer
 from transforms.features import MANIFEST, SENTENCE_PAIRS, STATIC, features_of
@@ -236,14 +242,71 @@ def run_reference_job(
         f"--compat reference: {len(plan)} invocation(s) of google-research/bert's script over "
         f"{len(files)} input file(s) → {config.output}"
     )
-    names = [name for inv in plan for name in inv.outputs]
-    prepare_outputs(config.output, names)
+    plan = fingerprinted(plan, config, vocab)
+    check_output_directory(config.output)
+    done = finished_invocations(config.output, plan)
+    todo = [inv for inv in plan if inv.name not in done]
+    delete_own_files(config.output, [n for inv in todo for n in inv.outputs] + [MANIFEST, RESULT])
+    if done:
+        progress(f"resuming: {len(done)} of {len(plan)} invocation(s) already written, kept")
     try:
-        return _run(config, pipeline_options, progress, vocab, settings, plan)
+        return _run(config, pipeline_options, progress, vocab, settings, plan, todo, done)
     except BaseException:
-        # a failed job leaves no file a reader could take for output (the manifest is last)
-        delete_own_files(config.output, names)
+        # a failed job keeps the invocations it finished (their markers say so) and leaves no
+        # other file a reader could take for output; the manifest is written last
+        kept = finished_invocations(config.output, plan)
+        delete_own_files(
+            config.output, [n for inv in plan if inv.name not in kept for n in inv.outputs]
+        )
         raise
+
+
+def _input_stamp(path: str) -> list:
+    if "://" not in path:
+        stat = os.stat(path)
+        return [path, stat.st_size, stat.st_mtime_ns]
+    found = FileSystems.match([path])[0].metadata_list
+    return [path, found[0].size_in_bytes, found[0].last_updated_in_seconds] if found else [path]
+
+
+def fingerprinted(plan, config: InstancesJobConfig, vocab: Vocab) -> list[ReferenceInvocation]:
+    """The plan with each invocation's fingerprint: every setting but where the output goes,
+    the vocab's sha256 and each input's path, size and modification time."""
+    import hashlib
+    import json
+
+    settings = {k: v for k, v in asdict(config).items() if k not in ("output", "inputs")}
+    common = {"settings": settings, "vocab": vocab.sha256, "version": MANIFEST_FORMAT}
+    out = []
+    for inv in plan:
+        key = {**common, "inputs": [_input_stamp(p) for p in inv.inputs], "outputs": inv.outputs}
+        digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()
+        out.append(replace(inv, fingerprint=digest))
+    return out
+
+
+def finished_invocations(output: str, plan) -> dict[str, dict]:
+    """Name → result of every planned invocation whose marker has its fingerprint and whose
+    output files are all there with the sizes it recorded."""
+    marker_dir = FileSystems.join(output, RESUME_DIR)
+    if not FileSystems.exists(marker_dir):
+        return {}
+    sizes = listing(output)
+    markers = listing(marker_dir)
+    done = {}
+    for inv in plan:
+        if f"{inv.name}.json" not in markers:
+            continue
+        try:
+            marker = read_json(marker_path(output, inv.name))
+        except ValueError:
+            continue
+        result = marker.get("result", {})
+        if marker.get("fingerprint") == inv.fingerprint and all(
+            sizes.get(o["file"]) == o["bytes"] for o in result.get("outputs", [])
+        ):
+            done[inv.name] = result
+    return done
 
 
 def listing(output: str) -> dict[str, int]:
@@ -258,11 +321,10 @@ def listing(output: str) -> dict[str, int]:
     }
 
 
-def prepare_outputs(output: str, names: list[str]) -> None:
-    """Creates ``output`` and deletes this job's files of an earlier run there: its output
-    files, their temporary names and its manifest, nothing else (``--output_file`` may point
-    into a directory that holds other things). A ``manifest.json`` there that no bertprep
-    instances job wrote is refused, not replaced."""
+def check_output_directory(output: str) -> None:
+    """Creates ``output``; a ``manifest.json`` there that no bertprep instances job wrote is
+    refused, not replaced (``--output_file`` may point into a directory that holds other things:
+    the job deletes only its own files)."""
     if not FileSystems.exists(output):
         FileSystems.mkdirs(output)
     manifest = FileSystems.join(output, MANIFEST)
@@ -276,7 +338,6 @@ def prepare_outputs(output: str, names: list[str]) -> None:
                 f"{manifest} is not a bertprep instances manifest; --compat reference writes its "
                 "manifest.json beside its output files: choose another output directory"
             )
-    delete_own_files(output, [*names, MANIFEST, RESULT])
 
 
 def delete_own_files(output: str, names: list[str]) -> None:
@@ -290,18 +351,44 @@ def delete_own_files(output: str, names: list[str]) -> None:
     delete_exactly(stale)
 
 
-def _run(config, pipeline_options, progress, vocab, settings, plan) -> dict:
+def _run(config, pipeline_options, progress, vocab, settings, plan, todo, done) -> dict:
     from apache_beam.options.pipeline_options import DirectOptions
 
-    direct = pipeline_options.view_as(DirectOptions)
-    if (direct.direct_num_workers or 0) > len(plan):
-        direct.direct_num_workers = len(plan)  # a worker with no invocation only costs memory
-    result_path = FileSystems.join(config.output, RESULT)
     started = time.monotonic()
+    results = list(done.values())
+    if todo:
+        direct = pipeline_options.view_as(DirectOptions)
+        if (direct.direct_num_workers or 0) > len(todo):
+            direct.direct_num_workers = len(todo)  # a worker with no invocation costs memory only
+        results += _run_invocations(config, pipeline_options, vocab, settings, todo)
+    elapsed = time.monotonic() - started
+    manifest = build_reference_manifest(config, vocab, plan, results)
+    for invocation in manifest["invocations"]:
+        progress(
+            f"{invocation['name']}: {invocation['documents']:,} documents → "
+            f"{invocation['instances']:,} instances in {invocation['seconds']} s"
+        )
+    manifest = {"format": MANIFEST_FORMAT, **manifest, "elapsed_seconds": round(elapsed, 2)}
+    write_json_atomically(FileSystems.join(config.output, MANIFEST), manifest)  # last
+    remove_markers(config.output)
+    return manifest
+
+
+def remove_markers(output: str) -> None:
+    """Deletes the resume markers (the manifest now says the job is complete)."""
+    marker_dir = FileSystems.join(output, RESUME_DIR)
+    if "://" not in marker_dir:
+        shutil.rmtree(marker_dir, ignore_errors=True)
+    else:
+        delete_tree(marker_dir)
+
+
+def _run_invocations(config, pipeline_options, vocab, settings, todo) -> list[dict]:
+    result_path = FileSystems.join(config.output, RESULT)
     p = beam.Pipeline(options=pipeline_options)
     _ = (
         p
-        | "Invocations" >> beam.Create(plan)
+        | "Invocations" >> beam.Create(todo)
         | "Spread" >> beam.Reshuffle()
         | "Run"
         >> beam.ParDo(
@@ -325,18 +412,9 @@ def _run(config, pipeline_options, progress, vocab, settings, plan) -> dict:
         if reason is None:
             raise
         raise ReferenceInputError(reason) from e
-    elapsed = time.monotonic() - started
     results = read_json(result_path)
     FileSystems.delete([result_path])
-    manifest = build_reference_manifest(config, vocab, plan, results)
-    for invocation in manifest["invocations"]:
-        progress(
-            f"{invocation['name']}: {invocation['documents']:,} documents → "
-            f"{invocation['instances']:,} instances in {invocation['seconds']} s"
-        )
-    manifest = {"format": MANIFEST_FORMAT, **manifest, "elapsed_seconds": round(elapsed, 2)}
-    write_json_atomically(FileSystems.join(config.output, MANIFEST), manifest)  # last
-    return manifest
+    return results
 
 
 _INPUT_ERROR = re.compile(r"ReferenceInputError: (.+?)(?: \[while running [^\]]*\])?$", re.M)

@@ -4,7 +4,8 @@
 file names) and does what the script does for it: reads and tokenizes every input
 (``transforms.reference_text``), draws every instance from one ``random.Random(seed)`` stream
 (``transforms.reference_instances``) and writes record ``g`` of the final shuffle into output
-file ``g % files``. With ``pretokenized`` the inputs are token files of ``bertprep run``'s
+file ``g % files``, then records its summary in a resume marker (``marker_path``). With
+``pretokenized`` the inputs are token files of ``bertprep run``'s
 tokenize stage, their documents taken in key order (``tokenized_documents``). Each output file is streamed under a temporary name and committed when
 complete, so a retried or killed invocation never leaves a partial file behind a final name. It
 yields what it wrote (records, sha256 of each file's bytes, sizes, document counts).
@@ -13,6 +14,7 @@ yields what it wrote (records, sha256 of each file's bytes, sizes, document coun
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 from dataclasses import dataclass
 
@@ -21,7 +23,13 @@ import numpy as np
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline.files.artifacts import commit, delete_exactly, naming, temporary_name
+from pipeline.files.artifacts import (
+    commit,
+    delete_exactly,
+    naming,
+    temporary_name,
+    write_bytes_atomically,
+)
 from pipeline.files.token_files import TokenIndex
 from pipeline.runtime.counters import NAMESPACE
 from tokenizer.vocab import Vocab
@@ -44,6 +52,17 @@ class ReferenceInvocation:
     name: str
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
+    fingerprint: str = ""
+    """What the output depends on (settings, vocab, each input's size and time); the resume
+    marker records it, so a marker is only trusted for the same invocation."""
+
+
+RESUME_DIR = ".resume-compat"
+"""Per-invocation markers, beside the outputs, until the job's manifest is written."""
+
+
+def marker_path(output: str, name: str) -> str:
+    return FileSystems.join(output, RESUME_DIR, f"{name}.json")
 
 
 def tokenized_documents(index_paths: tuple[str, ...]) -> list[TokenizedDocument]:
@@ -122,7 +141,7 @@ class RunReferenceInvocationFn(beam.DoFn):
         beam.metrics.Metrics.counter(NAMESPACE, "reference_invocations").inc()
         beam.metrics.Metrics.counter(NAMESPACE, "instances").inc(len(instances))
         masked = instances.predictions.astype(np.int64)
-        yield {
+        summary = {
             "name": invocation.name,
             "inputs": list(invocation.inputs),
             "lines": builder.lines,
@@ -136,6 +155,12 @@ class RunReferenceInvocationFn(beam.DoFn):
             "read_seconds": round(read_seconds, 2),
             "seconds": round(time.monotonic() - started, 2),
         }
+        # written after every output file is committed: a resumed job trusts it and skips this
+        write_bytes_atomically(
+            marker_path(self._output, invocation.name),
+            json.dumps({"fingerprint": invocation.fingerprint, "result": summary}).encode(),
+        )
+        yield summary
 
     def _write(
         self, name: str, instances: ReferenceInstances, ids: np.ndarray, k: int, files: int

@@ -250,7 +250,7 @@ def test_same_file_names_in_two_directories_are_refused(tmp_path, capsys, sample
         (b"\n\n   \n", "produced zero instances"),
     ],
 )
-def test_bad_input_fails_clearly_and_leaves_no_output_files(
+def test_bad_input_fails_clearly_keeping_only_finished_invocations(
     tmp_path, capsys, sample_corpus_files, sample_vocab_path, content, message
 ):
     bad = tmp_path / "bad.txt"
@@ -266,7 +266,12 @@ def test_bad_input_fails_clearly_and_leaves_no_output_files(
     assert code == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == []
+    out = tmp_path / "out"
+    left = sorted(p.name for p in out.iterdir() if p.name != ".resume-compat")
+    finished = sorted(p.stem for p in (out / ".resume-compat").glob("*.json"))
+    # only invocations that finished (each with its marker) keep their files; no partials
+    assert left == [f"{name}.tfrecord" for name in finished]
+    assert "bad" not in finished
 
 
 def test_per_input_invocations_group_patterns(tmp_path, sample_corpus_files, sample_vocab_path):
@@ -409,3 +414,83 @@ def test_an_output_directory_with_another_tools_manifest_is_refused(
     assert code == 2
     assert "is not a bertprep instances manifest" in capsys.readouterr().err
     assert sorted(p.name for p in out.iterdir()) == ["manifest.json", "other.partial-1234"]
+
+
+def _parts(tmp_path: Path, sample_corpus_files, count: int) -> Path:
+    """``count`` input files, each the whole sample corpus (so each invocation takes a while)."""
+    data = b"".join(f.read_bytes() for f in sample_corpus_files)
+    parts = tmp_path / "parts"
+    parts.mkdir(exist_ok=True)
+    for i in range(count):
+        (parts / f"part-{i}.txt").write_bytes(data)
+    return parts
+
+
+def _shards(out: Path) -> list[tuple[str, str]]:
+    manifest = json.loads((out / "manifest.json").read_text())
+    return [(s["file"], s["content_sha256"]) for s in manifest["shards"]]
+
+
+def test_a_killed_job_resumes_with_the_invocations_it_finished(
+    tmp_path, sample_corpus_files, sample_vocab_path
+):
+    """SIGKILL in the middle of a per-file job: the finished invocations keep their files and
+    markers, the rerun runs only the rest, and the result equals an uninterrupted run's."""
+    import signal
+    import time
+
+    from tests.pipeline.cloud_runs import bertprep
+
+    parts = _parts(tmp_path, sample_corpus_files, 8)
+    args = [
+        "instances", "--compat", "reference", "--invocations", "per-file",
+        "--input", str(parts / "*.txt"), "--vocab", str(sample_vocab_path),
+        "--dupe-factor", "20", IN_MEMORY,
+    ]  # fmt: skip
+    clean = tmp_path / "clean"
+    assert bertprep(*args, "--output", str(clean)).returncode == 0
+    out = tmp_path / "killed"
+    job = subprocess.Popen(
+        [sys.executable, "-m", "pipeline.cli", *args, "--output", str(out)],
+        cwd=Path(__file__).resolve().parents[3],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    markers = out / ".resume-compat"
+    deadline = time.monotonic() + 120
+    while not (markers.exists() and any(markers.glob("*.json"))):
+        assert job.poll() is None and time.monotonic() < deadline, "the job ended before a kill"
+        time.sleep(0.02)
+    os.killpg(job.pid, signal.SIGKILL)
+    job.wait()
+    assert not (out / "manifest.json").exists()
+    kept = len(list(markers.glob("*.json")))
+    assert 1 <= kept < 8
+    again = bertprep(*args, "--output", str(out))
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert f"resuming: {kept} of 8 invocation(s) already written, kept" in again.stderr
+    assert _shards(out) == _shards(clean)
+    assert not markers.exists()
+    assert not [p for p in out.iterdir() if ".partial-" in p.name]
+
+
+def test_markers_of_other_settings_are_not_trusted(
+    tmp_path, sample_corpus_files, sample_vocab_path
+):
+    parts = _parts(tmp_path, sample_corpus_files, 2)
+    out = tmp_path / "out"
+    base = ["--invocations", "per-file", IN_MEMORY]
+    assert compat(tmp_path, [parts], sample_vocab_path, *base, output=out) == 0
+    first = _shards(out)
+    # a run killed after its invocations finished leaves markers and no manifest
+    marker_dir = out / ".resume-compat"
+    marker_dir.mkdir()
+    manifest = json.loads((out / "manifest.json").read_text())
+    for invocation in manifest["invocations"]:
+        (marker_dir / f"{invocation['name']}.json").write_text(
+            json.dumps({"fingerprint": "of another seed", "result": invocation})
+        )
+    (out / "manifest.json").unlink()
+    assert compat(tmp_path, [parts], sample_vocab_path, *base, "--seed", "7", output=out) == 0
+    assert _shards(out) != first and not marker_dir.exists()
