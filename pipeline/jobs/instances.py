@@ -585,6 +585,35 @@ def explain_no_instances(stats: dict[str, int], num_files: int) -> str:
     return "no sentence pairs could be formed from the input"
 
 
+def record_description(config: InstancesJobConfig, vocab: Vocab) -> dict:
+    """The manifest keys that say what a record holds: features and their lengths, the sizes,
+    the vocab (path, sha256, size, special ids) and the tokenizer's settings."""
+    return {
+        "features": {
+            f.name: {
+                "dtype": f.dtype,
+                "length": f.length(config.max_seq_length, config.max_predictions_per_seq),
+            }
+            for f in features_of(config.masking, config.input_mode)
+        },
+        "max_seq_length": config.max_seq_length,
+        "max_predictions_per_seq": config.max_predictions_per_seq,
+        "vocab": {
+            "path": config.vocab if "://" in config.vocab else os.path.abspath(config.vocab),
+            "sha256": vocab.sha256,
+            "size": len(vocab),
+            "special_ids": {
+                "pad": vocab.pad_id,
+                "unk": vocab.unk_id,
+                "cls": vocab.cls_id,
+                "sep": vocab.sep_id,
+                "mask": vocab.mask_id,
+            },
+        },
+        "tokenizer": BertWordPieceTokenizer(vocab, config.do_lower_case).settings(),
+    }
+
+
 def build_manifest(
     config: InstancesJobConfig,
     vocab: Vocab,
@@ -611,28 +640,7 @@ def build_manifest(
         "input_mode": config.input_mode,
         "next_sentence_prediction": has_nsp(config.input_mode),
         "dupe_factor": config.dupe_factor,
-        "features": {
-            f.name: {
-                "dtype": f.dtype,
-                "length": f.length(config.max_seq_length, config.max_predictions_per_seq),
-            }
-            for f in features_of(config.masking, config.input_mode)
-        },
-        "max_seq_length": config.max_seq_length,
-        "max_predictions_per_seq": config.max_predictions_per_seq,
-        "vocab": {
-            "path": config.vocab if "://" in config.vocab else os.path.abspath(config.vocab),
-            "sha256": vocab.sha256,
-            "size": len(vocab),
-            "special_ids": {
-                "pad": vocab.pad_id,
-                "unk": vocab.unk_id,
-                "cls": vocab.cls_id,
-                "sep": vocab.sep_id,
-                "mask": vocab.mask_id,
-            },
-        },
-        "tokenizer": BertWordPieceTokenizer(vocab, config.do_lower_case).settings(),
+        **record_description(config, vocab),
         "inputs": [f.fingerprint() for f in files],
         "shards": [
             {

@@ -38,6 +38,7 @@ from pipeline.jobs.instances import (
     JobConfigError,
     Naming,
     NoInstancesError,
+    record_description,
 )
 from pipeline.jobs.scaffold import RESULT, ReconciliationError, delete_tree
 from pipeline.runtime.failures import exception_chain
@@ -48,8 +49,7 @@ from pipeline.steps.reference_invocation import (
     marker_path,
 )
 from tokenizer.vocab import Vocab, VocabError
-from tokenizer.wordpiece import BertWordPieceTokenizer
-from transforms.features import MANIFEST, SENTENCE_PAIRS, STATIC, features_of
+from transforms.features import MANIFEST, SENTENCE_PAIRS, STATIC
 from transforms.reference_layout import ReferenceSettings
 from transforms.reference_text import ReferenceInputError, reference_vocab_word_ids
 
@@ -475,28 +475,7 @@ def build_reference_manifest(
         "input_mode": SENTENCE_PAIRS,
         "next_sentence_prediction": True,
         "dupe_factor": config.dupe_factor,
-        "features": {
-            f.name: {
-                "dtype": f.dtype,
-                "length": f.length(config.max_seq_length, config.max_predictions_per_seq),
-            }
-            for f in features_of(STATIC, SENTENCE_PAIRS)
-        },
-        "max_seq_length": config.max_seq_length,
-        "max_predictions_per_seq": config.max_predictions_per_seq,
-        "vocab": {
-            "path": config.vocab if "://" in config.vocab else os.path.abspath(config.vocab),
-            "sha256": vocab.sha256,
-            "size": len(vocab),
-            "special_ids": {
-                "pad": vocab.pad_id,
-                "unk": vocab.unk_id,
-                "cls": vocab.cls_id,
-                "sep": vocab.sep_id,
-                "mask": vocab.mask_id,
-            },
-        },
-        "tokenizer": BertWordPieceTokenizer(vocab, config.do_lower_case).settings(),
+        **record_description(config, vocab),  # compat: static sentence pairs (checked)
         "invocations": results,
         "shards": [out for r in results for out in r["outputs"]],
         "totals": {

@@ -91,3 +91,10 @@ def test_unterminated_last_lines_and_a_lone_carriage_return_at_the_end(tmp_path)
     expected, _ = reference_rows(files, max_seq_length=16, dupe_factor=4)
     rows, _ = compat_rows(files, max_seq_length=16, dupe_factor=4)
     assert rows == expected
+
+
+def test_a_file_truncated_inside_a_character_names_its_last_line():
+    """A file cut in the middle of a UTF-8 sequence (a truncated copy or download)."""
+    data = "fine line.\nthe last is cut: é".encode()[:-1]
+    with pytest.raises(ReferenceInputError, match=r"cut\.txt: line 2: invalid UTF-8"):
+        list(reference_line_blocks(io.BytesIO(data), "cut.txt", 4))
