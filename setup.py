@@ -38,6 +38,8 @@ RUNTIME = [
 
 EXTRAS = {
     "gcp": ["apache-beam[gcp]==2.77.0"],
+    # --runner DaskRunner: a dask.distributed cluster (pipeline/runtime/dask_runner.py)
+    "dask": ["dask[distributed]==2026.8.0", "distributed==2026.8.0"],
     "train": [
         "tensorflow==2.21.0",
         "keras==3.15.1",
@@ -59,6 +61,9 @@ EXTRAS = {
         "google-apitools==0.5.31",
         "google-cloud-dataflow-client==0.13.0",
         "build==1.6.1",
+        # the Dask tests start a real dask.distributed cluster
+        "dask[distributed]==2026.8.0",
+        "distributed==2026.8.0",
     ],
 }
 

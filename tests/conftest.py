@@ -50,3 +50,25 @@ def sample_vocab_path() -> Path:
     path = SAMPLE / "vocab.txt"
     assert path.exists(), "sample/vocab.txt is missing (scripts/make_sample_vocab.py makes it)"
     return path
+
+
+@pytest.fixture(scope="session")
+def dask_cluster():
+    """A real ``dask.distributed`` cluster: a scheduler and 2 single-threaded worker processes on
+    127.0.0.1, talking over TCP (tests using it carry ``xdist_group("dask")``: one per session)."""
+    from distributed import LocalCluster
+
+    cluster = LocalCluster(
+        n_workers=2,
+        threads_per_worker=1,
+        processes=True,
+        host="127.0.0.1",
+        dashboard_address=None,
+    )
+    try:
+        yield cluster
+    finally:
+        from pipeline.runtime.dask_runner import close_clients
+
+        close_clients()
+        cluster.close()

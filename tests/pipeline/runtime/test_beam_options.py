@@ -59,35 +59,3 @@ def test_direct_runner_runs_on_the_fn_api_runner_without_trying_prism(monkeypatc
         lines = sorted(line for f in out.iterdir() for line in f.read_text().splitlines())
         assert lines == sorted(str((k, sum(range(k, 100, 3)))) for k in range(3))
     assert tried == []
-
-
-@pytest.mark.parametrize(
-    "runner", ["DaskRunner", "apache_beam.runners.dask.dask_runner.DaskRunner"]
-)
-def test_the_dask_runner_is_refused_naming_what_it_gets_wrong(runner):
-    from pipeline.runtime.beam_options import DASK_GAPS, UnsupportedRunnerError
-
-    with pytest.raises(UnsupportedRunnerError) as refused:
-        make_pipeline_options([f"--runner={runner}", "--dask_client_address=127.0.0.1:8786"])
-    message = str(refused.value)
-    assert all(gap in message for gap in DASK_GAPS) and "only the last branch" in message
-
-
-def test_a_dask_run_is_refused_before_any_work(tmp_path, capsys, sample_vocab_path):
-    from pipeline.cli import main
-
-    code = main(
-        [
-            "instances",
-            "--input",
-            str(tmp_path / "nothing.txt"),
-            "--vocab",
-            str(sample_vocab_path),
-            "--output",
-            str(tmp_path / "out"),
-            "--runner=apache_beam.runners.dask.dask_runner.DaskRunner",
-        ]
-    )
-    assert code == 2
-    assert "is refused: on Beam's Dask runner" in capsys.readouterr().err
-    assert not (tmp_path / "out").exists()
