@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 
@@ -20,7 +21,7 @@ from pipeline.jobs.instances import (
     run_instances_job,
 )
 from pipeline.jobs.reference_compat import COMPATS, INVOCATIONS, REFERENCE, run_reference_job
-from pipeline.runtime.beam_options import make_pipeline_options
+from pipeline.runtime.beam_options import cluster_path, make_pipeline_options, runs_on_a_cluster
 from transforms.features import DYNAMIC, INPUT_MODES, MASKINGS
 
 DEFAULTS = flag_defaults(InstancesJobConfig)
@@ -295,6 +296,16 @@ def run(args: argparse.Namespace, beam_args: list[str]) -> int:
 
     config = config_from_args(args)
     options = make_pipeline_options(beam_args)
+    if runs_on_a_cluster(options):
+        config = dataclasses.replace(
+            config,
+            inputs=[cluster_path(p) for p in config.inputs],
+            vocab=cluster_path(config.vocab),
+            output=cluster_path(config.output),
+        )
+        from pipeline.runtime.dask_runner import check_cluster_sees
+
+        check_cluster_sees(options, config.output)
     started = time.monotonic()
     if config.compat == REFERENCE:
         manifest = run_reference_job(config, options, progress)

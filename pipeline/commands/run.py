@@ -49,11 +49,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace, beam_args: list[str]) -> int:
     from pipeline.jobs.run import format_summary, run_all
     from pipeline.jobs.run_config import load_run_config
-    from pipeline.runtime.beam_options import make_pipeline_options
+    from pipeline.runtime.beam_options import cluster_path, make_pipeline_options, runs_on_a_cluster
 
     progress = progress_printer("run")
     config = load_run_config(args.config or SAMPLE_CONFIG, args.set)
-    make_pipeline_options(beam_args)  # refuse bad runner modes before any work
+    options = make_pipeline_options(beam_args)  # (also refuses bad runner modes before any work)
+    if runs_on_a_cluster(options):
+        from pipeline.runtime.dask_runner import check_cluster_sees
+
+        config.output = cluster_path(config.output)
+        check_cluster_sees(options, config.output)
     summary = run_all(config, lambda: make_pipeline_options(beam_args), set(args.force), progress)
     print(format_summary(summary), file=sys.stderr)
     return 0

@@ -75,6 +75,67 @@ class DaskTranslationError(UserError, ValueError):
     """A pipeline uses a construct bertprep's Dask translation does not support."""
 
 
+SHARED_PATHS = (
+    "on a cluster of several machines every path the job reads or writes (inputs, stage "
+    "outputs, spills, progress, the launcher's temporary files) must be on a filesystem every "
+    "machine mounts at the same path, or in a bucket (gs://...)"
+)
+
+
+class SharedPathError(UserError, OSError):
+    """A worker cannot see a path the launcher wrote or sees: the path is not shared."""
+
+
+class WorkerFileNotFoundError(FileNotFoundError):
+    """A file a task needed was missing on its worker; says which worker, and where it ran."""
+
+    def __str__(self) -> str:
+        return self.strerror
+
+
+def _missing_on_worker(e: FileNotFoundError, label: str) -> WorkerFileNotFoundError:
+    import socket
+
+    where = f"{socket.gethostname()} (pid {os.getpid()}, working directory {os.getcwd()})"
+    message = f"{label}: no such file on the worker at {where}: {e.filename}"
+    return WorkerFileNotFoundError(e.errno, message, e.filename)
+
+
+def explain_missing(e: WorkerFileNotFoundError) -> Exception:
+    """A worker's missing file as the launcher sees it: a ``SharedPathError`` when the
+    launcher sees the path (it is not shared), else the worker's error unchanged."""
+    if e.filename and os.path.exists(e.filename):
+        return SharedPathError(
+            f"{e}; the launcher sees {e.filename}, the worker does not: {SHARED_PATHS}"
+        )
+    return e
+
+
+def check_workers_see(client, directory: str) -> None:
+    """Writes a marker file into the local ``directory`` and has every worker of ``client``'s
+    cluster look for it; raises ``SharedPathError`` naming the workers that do not see it.
+    Buckets (``gs://``...) are not checked."""
+    import uuid
+
+    if "://" in directory and not directory.startswith("file://"):
+        return
+    directory = directory.removeprefix("file://")
+    os.makedirs(directory, exist_ok=True)
+    marker = os.path.join(directory, f".bertprep-shared-{uuid.uuid4().hex[:12]}")
+    with open(marker, "w") as f:
+        f.write("written by the bertprep launcher to check that every worker sees this path\n")
+    try:
+        seen = client.run(os.path.exists, marker)
+    finally:
+        os.remove(marker)
+    blind = sorted(worker for worker, ok in seen.items() if not ok)
+    if blind:
+        raise SharedPathError(
+            f"{len(blind)} of {len(seen)} Dask workers ({', '.join(blind)}) do not see "
+            f"{directory}, which the launcher wrote: {SHARED_PATHS}"
+        )
+
+
 class _GroupByKey(beam.PTransform):
     """GroupByKey as one primitive (the global window only): translated to a dask shuffle."""
 
@@ -175,6 +236,8 @@ def _run_bundle(items, spec: _ParDoSpec, *side_values) -> list:
                 invoker.invoke_process(WindowedValue(item, MIN_TIMESTAMP, _GLOBAL))
             invoker.invoke_finish_bundle()
             invoker.invoke_teardown()
+    except FileNotFoundError as e:
+        raise _missing_on_worker(e, spec.label) from e
     finally:
         statesampler.set_current_tracker(previous)
     sink.append((_METRICS, container.get_cumulative()))
@@ -328,6 +391,9 @@ class DaskPipelineResult(PipelineResult):
                     for bundle, updates in enumerate(found):
                         if isinstance(updates, MetricUpdates):
                             self._metrics.commit_logical((future.key, bundle), updates)
+        except WorkerFileNotFoundError as e:
+            self._state = PipelineState.FAILED
+            raise explain_missing(e) from e
         except BaseException:
             self._state = PipelineState.FAILED
             raise
@@ -401,6 +467,21 @@ def cluster_threads(client) -> int:
     return max(1, sum(client.nthreads().values()))
 
 
+def client_for(options: PipelineOptions):
+    """The client of the cluster ``options`` name (``--dask_client_address`` and the rest)."""
+    dask_options = options.view_as(DaskOptions).get_all_options(
+        drop_default=True, current_only=True
+    )
+    DaskOptions._extract_bag_kwargs(dask_options)
+    address = dask_options.pop("address", None)
+    return dask_client(address, **dask_options)
+
+
+def check_cluster_sees(options: PipelineOptions, directory: str) -> None:
+    """``check_workers_see`` on the cluster ``options`` name: before a job's first pipeline."""
+    check_workers_see(client_for(options), directory)
+
+
 class DaskRunner(PipelineRunner):
     """Runs a batch pipeline on a ``dask.distributed`` cluster (see the module docstring)."""
 
@@ -409,8 +490,7 @@ class DaskRunner(PipelineRunner):
             drop_default=True, current_only=True
         )
         bag_kwargs = DaskOptions._extract_bag_kwargs(dask_options)
-        address = dask_options.pop("address", None)
-        client = dask_client(address, **dask_options)
+        client = client_for(options)
         partitions = bag_kwargs.get("npartitions") or PARTITIONS_PER_THREAD * cluster_threads(
             client
         )
