@@ -63,7 +63,7 @@ def dask_cluster():
         threads_per_worker=1,
         processes=True,
         host="127.0.0.1",
-        dashboard_address=None,
+        dashboard_address=":0",
     )
     try:
         yield cluster
