@@ -4,6 +4,12 @@
 #   bertprep instances ... --runner DataflowRunner \
 #       --sdk_container_image REGION-docker.pkg.dev/PROJECT/REPO/bertprep-worker:0.1.0
 # The SDK version must equal the launcher's apache-beam (setup.py pins 2.77.0).
+#
+# Dask worker image (README, "Dask and Slurm"): the same packages plus the dask extra, with
+# `dask worker` as the entry point instead of the Beam harness:
+#   docker build --build-arg EXTRAS=gcp,dask -t bertprep-dask:0.1.0 .
+#   docker run --network host --entrypoint dask -v /shared:/shared bertprep-dask:0.1.0 \
+#       worker tcp://SCHEDULER:8786 --nworkers 4 --nthreads 1 --memory-limit 4GiB
 FROM apache/beam_python3.11_sdk:2.77.0
 
 WORKDIR /opt/bertprep
@@ -15,7 +21,8 @@ COPY tokenizer ./tokenizer
 COPY trainer ./trainer
 COPY shards ./shards
 # Runtime dependencies only (no TensorFlow on Beam workers: it costs ~550 MB per process).
-RUN pip install --no-cache-dir ".[gcp]" \
+ARG EXTRAS=gcp
+RUN pip install --no-cache-dir ".[${EXTRAS}]" \
  && python -c "import pipeline.cli, tokenizers, google_crc32c; print('bertprep worker ok')"
 
 # The Beam SDK harness stays the entry point.
