@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from transforms.example_encoding import encode_examples
 from transforms.features import (
     DOC_SENTENCES,
     DYNAMIC,
@@ -23,17 +22,16 @@ from transforms.features import (
     check_kind,
     has_nsp,
 )
+from transforms.framed_examples import FramedRecords, frame_columns, frame_examples
 from transforms.instances import (
     BucketLayout,
     Document,
     PackConfig,
     PackedPairs,
     PairConfig,
-    PairSpan,
     SentencePair,
     Window,
     create_packed_rows,
-    create_pair_spans,
     pack_pairs,
     pack_rows,
     pack_spans,
@@ -47,8 +45,10 @@ from transforms.masking import (
     prediction_budget,
     word_starts,
 )
+from transforms.pair_spans import bucket_pair_spans
 from transforms.seeding import DEFAULT_SEED, numpy_rng, python_rng
 from transforms.special_ids import SpecialIds
+from transforms.static_rows import static_rows
 
 
 @dataclass(frozen=True)
@@ -96,11 +96,17 @@ class TokenTables:
 
 @dataclass(frozen=True)
 class RecordBatch:
-    """Encoded ``tf.train.Example`` records of one bucket, with a 63-bit shuffle key each."""
+    """Encoded ``tf.train.Example`` records of one bucket, TFRecord-framed end to end, with a
+    63-bit shuffle key each."""
 
     bucket: int
-    records: list[bytes]
+    framed: FramedRecords
     order_keys: list[int]
+
+    @property
+    def records(self) -> list[bytes]:
+        """Each record's serialized ``tf.train.Example``."""
+        return self.framed.payloads()
 
 
 def encode_pairs(
@@ -123,6 +129,17 @@ def encode_packed(
     stats: Counter[str],
 ) -> list[bytes]:
     """Masks and serializes packed rows into records following the feature contract."""
+    return frame_packed(packed, settings, tables, rng, stats).payloads()
+
+
+def frame_packed(
+    packed: PackedPairs,
+    settings: InstanceSettings,
+    tables: TokenTables,
+    rng: np.random.Generator,
+    stats: Counter[str],
+) -> FramedRecords:
+    """``encode_packed``'s records, TFRecord-framed into one buffer (``frame_examples``)."""
     seq_len = settings.pairs.max_seq_length
     masked = mask_rows(
         packed.input_ids,
@@ -138,13 +155,15 @@ def encode_packed(
     input_mask = (np.arange(seq_len)[None, :] < packed.lengths[:, None]).astype(np.int8)
     if settings.masking_kind == DYNAMIC:
         return _encode_unmasked(packed, input_mask, settings, tables, stats)
-    stats["instances"] += len(packed)
-    stats["instance_tokens"] += int(packed.lengths.sum())
-    stats["masked_lm_predictions"] += int(masked.counts.sum())
-    stats["masked_lm_masked"] += int((masked.decisions == MASKED).sum())
-    stats["masked_lm_kept"] += int((masked.decisions == KEPT).sum())
-    stats["masked_lm_random"] += int((masked.decisions == RANDOM).sum())
-    stats["padding_tokens"] += int(len(packed) * seq_len - packed.lengths.sum())
+    _count_static(
+        stats,
+        packed.lengths,
+        seq_len,
+        predictions=int(masked.counts.sum()),
+        masked=int((masked.decisions == MASKED).sum()),
+        kept=int((masked.decisions == KEPT).sum()),
+        random=int((masked.decisions == RANDOM).sum()),
+    )
     ints = {
         "input_ids": masked.input_ids,
         "input_mask": input_mask,
@@ -154,7 +173,79 @@ def encode_packed(
     }
     if has_nsp(settings.input_mode):
         ints["next_sentence_labels"] = packed.next_sentence_labels[:, None]
-    return encode_examples(ints, {"masked_lm_weights": masked.weights})
+    return frame_examples(ints, {"masked_lm_weights": masked.weights})
+
+
+def _count_static(
+    stats: Counter[str],
+    lengths: np.ndarray,
+    seq_len: int,
+    *,
+    predictions: int,
+    masked: int,
+    kept: int,
+    random: int,
+) -> None:
+    """The counters of a batch of static-masked records."""
+    stats["instances"] += len(lengths)
+    stats["instance_tokens"] += int(lengths.sum())
+    stats["masked_lm_predictions"] += predictions
+    stats["masked_lm_masked"] += masked
+    stats["masked_lm_kept"] += kept
+    stats["masked_lm_random"] += random
+    stats["padding_tokens"] += int(len(lengths) * seq_len - lengths.sum())
+
+
+def frame_static_spans(
+    tokens: np.ndarray,
+    spans: np.ndarray,
+    settings: InstanceSettings,
+    tables: TokenTables,
+    rng: np.random.Generator,
+    stats: Counter[str],
+) -> FramedRecords:
+    """``frame_packed(pack_spans(tokens, spans, ...))`` for static, token-level masking, with the
+    packing and masking in one compiled kernel (``transforms.static_rows``): the same records."""
+    seq_len = settings.pairs.max_seq_length
+    p = settings.masking.max_predictions_per_seq
+    rows = static_rows(
+        tokens,
+        spans,
+        settings.masking,
+        seq_len,
+        cls_id=tables.cls_id,
+        sep_id=tables.sep_id,
+        mask_id=tables.mask_id,
+        replacement_ids=tables.replacement_ids,
+        rng=rng,
+        nsp=has_nsp(settings.input_mode),
+    )
+    _count_static(
+        stats,
+        rows.lengths,
+        seq_len,
+        predictions=rows.predictions,
+        masked=rows.masked,
+        kept=rows.kept,
+        random=rows.random,
+    )
+    names = list(STATIC_INT_FEATURES[: len(rows.int_widths(seq_len, p))])
+    bounds = np.concatenate(([0], np.cumsum(rows.int_widths(seq_len, p))))
+    floats = rows.weights.view(np.uint8)
+    return frame_columns(
+        rows.ints, bounds, floats, np.array([0, 4 * p]), [*names, "masked_lm_weights"]
+    )
+
+
+STATIC_INT_FEATURES = (
+    "input_ids",
+    "input_mask",
+    "segment_ids",
+    "masked_lm_positions",
+    "masked_lm_ids",
+    "next_sentence_labels",
+)
+"""The int features of a static-masked record, in the order they are written."""
 
 
 def _encode_unmasked(
@@ -163,7 +254,7 @@ def _encode_unmasked(
     settings: InstanceSettings,
     tables: TokenTables,
     stats: Counter[str],
-) -> list[bytes]:
+) -> FramedRecords:
     """Serializes packed rows unmasked (``transforms.features.UNMASKED_FEATURES``), with the
     word-start flags whole-word masking needs. ``stats`` gains ``expected_masked_lm_predictions``:
     the token-level budget ``min(P, max(1, round(n * masked_lm_prob)))`` summed over the rows."""
@@ -185,7 +276,7 @@ def _encode_unmasked(
     }
     if has_nsp(settings.input_mode):
         ints["next_sentence_labels"] = packed.next_sentence_labels[:, None]
-    return encode_examples(ints, {})
+    return frame_examples(ints, {})
 
 
 def record_batches(
@@ -209,25 +300,31 @@ def record_batches(
     mask_rng = numpy_rng(settings.seed, "masks", bucket, dupe)
     order_rng = numpy_rng(settings.seed, "order", bucket, dupe)
 
-    def encode(spans: list[PairSpan]) -> RecordBatch:
+    token_level_static = settings.masking_kind == STATIC and not settings.masking.whole_word_mask
+
+    def encode(spans: np.ndarray) -> RecordBatch:
+        if token_level_static:
+            framed = frame_static_spans(layout.tokens, spans, settings, tables, mask_rng, stats)
+            keys = order_rng.integers(0, 2**63 - 1, size=len(framed), dtype=np.int64).tolist()
+            return RecordBatch(bucket, framed, keys)
         packed = pack_spans(
             layout.tokens,
-            np.asarray(spans, dtype=np.int64),
+            spans,
             tables.cls_id,
             tables.sep_id,
             settings.pairs.max_seq_length,
         )
-        records = encode_packed(packed, settings, tables, mask_rng, stats)
-        keys = order_rng.integers(0, 2**63 - 1, size=len(records), dtype=np.int64).tolist()
-        return RecordBatch(bucket, records, keys)
+        framed = frame_packed(packed, settings, tables, mask_rng, stats)
+        keys = order_rng.integers(0, 2**63 - 1, size=len(framed), dtype=np.int64).tolist()
+        return RecordBatch(bucket, framed, keys)
 
     def encode_rows(rows: list[list[Window]]) -> RecordBatch:
         packed = pack_rows(
             layout.tokens, rows, tables.cls_id, tables.sep_id, settings.pairs.max_seq_length
         )
-        records = encode_packed(packed, settings, tables, mask_rng, stats)
-        keys = order_rng.integers(0, 2**63 - 1, size=len(records), dtype=np.int64).tolist()
-        return RecordBatch(bucket, records, keys)
+        framed = frame_packed(packed, settings, tables, mask_rng, stats)
+        keys = order_rng.integers(0, 2**63 - 1, size=len(framed), dtype=np.int64).tolist()
+        return RecordBatch(bucket, framed, keys)
 
     size = settings.batch_size
     if settings.input_mode != SENTENCE_PAIRS:
@@ -244,12 +341,6 @@ def record_batches(
             yield encode_rows(rows)
         return
 
-    pending: list[PairSpan] = []
-    for index in range(len(layout)):
-        pending.extend(create_pair_spans(layout, index, settings.pairs, pair_rng, stats))
-        if len(pending) >= size:
-            yield encode(pending[:size])
-            pending = pending[size:]
-    while pending:
-        yield encode(pending[:size])
-        pending = pending[size:]
+    spans = bucket_pair_spans(layout, settings.pairs, pair_rng, stats)
+    for start in range(0, len(spans), size):
+        yield encode(spans[start : start + size])

@@ -14,6 +14,7 @@ counted (``skipped_no_other_document``).
 
 from __future__ import annotations
 
+import functools
 import random
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -140,31 +141,33 @@ def _random_document_index(
 class BucketLayout:
     """A bucket's documents laid end to end in one flat token array.
 
-    Sentence ``i`` of document ``d`` is ``tokens[starts[d][i] : starts[d][i] + lengths[d][i]]``.
-    Pair creation works on these integers only; tokens are gathered once, vectorized, at packing.
+    Sentence ``s`` (numbered across the bucket) is ``tokens[sentence_starts[s] :
+    sentence_starts[s] + sentence_lengths[s]]``; document ``d`` holds sentences
+    ``document_bounds[d]`` to ``document_bounds[d + 1]`` (int64 arrays). ``starts[d][i]`` and
+    ``lengths[d][i]`` are the same figures as lists per document. Pair creation works on these
+    integers only; tokens are gathered once, vectorized, at packing.
     """
 
     tokens: np.ndarray
-    starts: list[list[int]]
-    lengths: list[list[int]]
+    sentence_starts: np.ndarray
+    sentence_lengths: np.ndarray
+    document_bounds: np.ndarray
 
     @classmethod
     def from_arrays(cls, documents: Sequence[tuple[np.ndarray, np.ndarray]]) -> BucketLayout:
         """From (ids, sentence offsets) pairs, as ``TokenizedDocument`` holds them."""
-        starts: list[list[int]] = []
-        lengths: list[list[int]] = []
-        base = 0
-        for ids, offsets in documents:
-            bounds = np.asarray(offsets, dtype=np.int64)
-            starts.append((bounds[:-1] + base).tolist())
-            lengths.append(np.diff(bounds).tolist())
-            base += len(ids)
-        tokens = (
-            np.concatenate([np.asarray(ids, dtype=np.int32) for ids, _ in documents])
-            if documents
-            else np.zeros(0, dtype=np.int32)
-        )
-        return cls(tokens, starts, lengths)
+        if not documents:
+            empty = np.zeros(0, dtype=np.int64)
+            return cls(np.zeros(0, dtype=np.int32), empty, empty, np.zeros(1, dtype=np.int64))
+        bounds = [np.asarray(offsets, dtype=np.int64) for _, offsets in documents]
+        sizes = np.array([b[-1] for b in bounds], dtype=np.int64)
+        bases = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+        starts = np.concatenate([b[:-1] + base for b, base in zip(bounds, bases, strict=True)])
+        lengths = np.concatenate([np.diff(b) for b in bounds])
+        counts = np.array([len(b) - 1 for b in bounds], dtype=np.int64)
+        document_bounds = np.concatenate(([0], np.cumsum(counts)))
+        tokens = np.concatenate([np.asarray(ids, dtype=np.int32) for ids, _ in documents])
+        return cls(tokens, starts, lengths, document_bounds)
 
     @classmethod
     def from_documents(cls, documents: Sequence[Document]) -> BucketLayout:
@@ -176,8 +179,23 @@ class BucketLayout:
             arrays.append((ids, offsets))
         return cls.from_arrays(arrays)
 
+    @functools.cached_property
+    def starts(self) -> list[list[int]]:
+        """Per document, its sentences' first token in ``tokens``."""
+        return self._per_document(self.sentence_starts)
+
+    @functools.cached_property
+    def lengths(self) -> list[list[int]]:
+        """Per document, its sentences' token counts."""
+        return self._per_document(self.sentence_lengths)
+
+    def _per_document(self, values: np.ndarray) -> list[list[int]]:
+        flat = values.tolist()
+        bounds = self.document_bounds.tolist()
+        return [flat[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+
     def __len__(self) -> int:
-        return len(self.lengths)
+        return len(self.document_bounds) - 1
 
 
 PairSpan = tuple[int, int, int, int, bool]

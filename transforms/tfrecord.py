@@ -70,19 +70,17 @@ def count_and_hash_records(stream: BinaryIO, block_bytes: int = 8 << 20) -> tupl
     record) of a TFRecord stream, read in blocks: memory is one block, not the file."""
     import hashlib
 
+    import numpy as np
+
+    from transforms.framed_examples import count_frames
+
     digest = hashlib.sha256()
     count = 0
     tail = b""
     while block := stream.read(block_bytes):
         digest.update(block)
         data = tail + block if tail else block
-        pos = 0
-        while len(data) - pos >= 12:
-            (length,) = _U64.unpack_from(data, pos)
-            end = pos + 12 + length + 4
-            if end > len(data):
-                break
-            pos = end
-            count += 1
+        found, pos = count_frames(np.frombuffer(data, dtype=np.uint8))
+        count += found
         tail = data[pos:]
     return count, digest.hexdigest(), len(tail)

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import chain
 
+import numba
 import numpy as np
 
 
@@ -55,3 +56,74 @@ class TokenizedDocument:
             raise ValueError(f"document {key}: {len(data)} bytes do not match its offsets")
         ids = np.frombuffer(data, dtype="<i4", offset=head)
         return cls(key, ids, offsets)
+
+
+@numba.njit(cache=True)
+def _unpack(buf, positions, sizes, num_sentences):
+    n_docs = len(positions)
+    total_sentences = 0
+    total_tokens = 0
+    for d in range(n_docs):
+        total_sentences += num_sentences[d]
+        total_tokens += (sizes[d] - 8 * (num_sentences[d] + 1)) // 4
+    tokens = np.empty(total_tokens, dtype=np.int32)
+    starts = np.empty(total_sentences, dtype=np.int64)
+    lengths = np.empty(total_sentences, dtype=np.int64)
+    bounds = np.zeros(n_docs + 1, dtype=np.int64)
+    s = 0
+    t = 0
+    for d in range(n_docs):
+        p = positions[d]
+        n = num_sentences[d]
+        head = 8 * (n + 1)
+        last = np.int64(0)
+        for i in range(n + 1):
+            value = np.int64(0)
+            for k in range(8):
+                value |= np.int64(buf[p + 8 * i + k]) << (8 * k)
+            if i:
+                starts[s] = t + last
+                lengths[s] = value - last
+                s += 1
+            last = value
+        if sizes[d] != head + 4 * last:
+            return tokens, starts, lengths, bounds, d
+        q = p + head
+        for j in range(last):
+            a = q + 4 * j
+            tokens[t + j] = np.int32(
+                np.uint32(buf[a])
+                | (np.uint32(buf[a + 1]) << 8)
+                | (np.uint32(buf[a + 2]) << 16)
+                | (np.uint32(buf[a + 3]) << 24)
+            )
+        t += last
+        bounds[d + 1] = s
+    return tokens, starts, lengths, bounds, -1
+
+
+def unpack_documents(
+    buf: np.ndarray, positions: np.ndarray, sizes: np.ndarray, num_sentences: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Serialized documents (``to_bytes``) at ``positions`` in ``buf`` (uint8) laid end to end:
+    (int32 tokens, int64 sentence starts in ``tokens``, sentence lengths, per-document sentence
+    bounds), as ``transforms.instances.BucketLayout`` holds them. Raises DocumentSizeError
+    when a document's size does not match its offsets."""
+    tokens, starts, lengths, bounds, bad = _unpack(
+        buf,
+        np.asarray(positions, dtype=np.int64),
+        np.asarray(sizes, dtype=np.int64),
+        np.asarray(num_sentences, dtype=np.int64),
+    )
+    if bad >= 0:
+        raise DocumentSizeError(bad, int(sizes[bad]))
+    return tokens, starts, lengths, bounds
+
+
+class DocumentSizeError(ValueError):
+    """Document ``index`` of a batch: its ``size`` in bytes does not match its offsets."""
+
+    def __init__(self, index: int, size: int) -> None:
+        super().__init__(f"document {index}: {size} bytes do not match its offsets")
+        self.index = index
+        self.size = size

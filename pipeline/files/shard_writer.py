@@ -26,6 +26,7 @@ from apache_beam.io.filesystems import FileSystems
 from pipeline.files.artifacts import commit, temporary_name
 from pipeline.files.spills import GroupSpill, TaskSpill, task_offsets
 from pipeline.runtime.counters import NAMESPACE
+from transforms.framed_examples import frame_bounds, gather_frames
 from transforms.shard_layout import (
     KEY_LIMIT,
     key_ranges,
@@ -44,6 +45,7 @@ TEMP_DIR = ".spill"
 """Where shards are written before the rename (by default; the instances job passes its spill
 directory, which it deletes when done): no shard reader looks into a hidden subdirectory."""
 _WRITE_RECORDS = 4096  # records per write: the shard is never joined into one bytes object
+_WRITE_BYTES = 4 << 20  # bytes per write of a shard gathered in one pass
 
 
 def shard_name(prefix: str, index: int, num_shards: int, compression: str) -> str:
@@ -179,8 +181,7 @@ class WriteShardFn(beam.DoFn):
         one worker-local file per key range, which the passes then read back.
         """
         if passes == 1:
-            parts = [part for read in reads for part in self._parse_range(read)]
-            yield from _ordered_pieces(parts)
+            yield from self._single_pass(reads)
             return
         bounds = np.asarray([low for low, _ in key_ranges(passes)], dtype=np.int64)
         with tempfile.TemporaryDirectory(prefix="bertprep-shard-") as local:
@@ -205,6 +206,37 @@ class WriteShardFn(beam.DoFn):
             finally:
                 for f in files:
                     f.close()
+
+    def _single_pass(self, reads) -> Iterator[bytes]:
+        """The shard's framed records in shard order when they fit one pass: every range read
+        once into one array, the frames located and gathered by compiled kernels."""
+        arrays, keys, tasks, indices, starts, ends = [], [], [], [], [], []
+        base = 0
+        for path, start, end, blocks in reads:
+            data = np.frombuffer(_read_range(path, start, end), dtype=np.uint8)
+            self.block_reads.inc()
+            self.last_shard_block_reads += 1
+            for task_id, r, count, low, high in blocks:
+                bounds = frame_bounds(data, low + 8 * count, count)
+                if bounds[-1] != high:
+                    raise ValueError(
+                        f"spill {path}: a block of {count} records does not end where recorded"
+                    )
+                keys.append(data[low : low + 8 * count].view("<i8"))
+                tasks.append(np.full(count, task_id, dtype=np.int64))
+                indices.append(r + self.num_shards * np.arange(count, dtype=np.int64))
+                starts.append(bounds[:-1] + base)
+                ends.append(bounds[1:] + base)
+            arrays.append(data)
+            base += len(data)
+        if not keys:
+            return
+        order = np.lexsort((np.concatenate(indices), np.concatenate(tasks), np.concatenate(keys)))
+        out = gather_frames(
+            np.concatenate(arrays), np.concatenate(starts)[order], np.concatenate(ends)[order]
+        )
+        for piece in range(0, len(out), _WRITE_BYTES):
+            yield out[piece : piece + _WRITE_BYTES].tobytes()
 
     def _parse_range(self, read):
         """[(keys, task ids, indices within the task, framed records)] of every block of one

@@ -21,12 +21,10 @@ from pipeline.files.artifacts import write_bytes_atomically
 from pipeline.files.spills import TaskSpill
 from pipeline.runtime.counters import STATS_TAG, CountingDoFn
 from pipeline.runtime.progress import ProgressReporter
-from pipeline.steps.tokenize_documents import RefTable, load_documents
+from pipeline.steps.tokenize_documents import RefTable, load_layout
+from transforms.framed_examples import FramedRecords, residue_spill
 from transforms.instance_batches import InstanceSettings, TokenTables, record_batches
-from transforms.instances import BucketLayout
 from transforms.seeding import stable_hash64
-from transforms.shard_layout import spill_layout
-from transforms.tfrecord import frame_record
 
 
 def bucket_count(num_documents: int, bucket_size: int) -> int:
@@ -118,18 +116,18 @@ class CreateInstancesFn(CountingDoFn):
         (bucket, dupe), refs_path = element
         with FileSystems.open(refs_path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
             refs: RefTable = pickle.loads(f.read())
-        docs = load_documents(refs.refs())
-        layout = BucketLayout.from_arrays([(d.ids, d.offsets) for d in docs])
-        del docs
-        framed: list[bytes] = []
+        layout = load_layout(refs)
+        framed: list[FramedRecords] = []
         keys: list[int] = []
         for batch in record_batches(layout, bucket, dupe, self.settings, self._tables, self.stats):
-            framed.extend(frame_record(r) for r in batch.records)
+            framed.append(batch.framed)
             keys.extend(batch.order_keys)
-        data, bounds = spill_layout(framed, np.asarray(keys, dtype=np.int64), self._num_shards)
+        records = FramedRecords.concat(framed)
         del framed
+        data, bounds = residue_spill(records, np.asarray(keys, dtype=np.int64), self._num_shards)
+        del records
         path = FileSystems.join(self.spill_dir, f"task-{bucket:06d}-{dupe:04d}.spill")
-        write_bytes_atomically(path, data)
+        write_bytes_atomically(path, data.tobytes())
         if self.progress is not None:
             self.progress.add(len(refs))
         yield TaskSpill(bucket, dupe, len(keys), path, bounds)

@@ -19,8 +19,9 @@ from pipeline.runtime.counters import REJECTS_TAG, STATS_TAG, CountingDoFn
 from tokenizer.vocab import Vocab
 from tokenizer.wordpiece import BertWordPieceTokenizer
 from transforms.bert_text import TextDocument
+from transforms.instances import BucketLayout
 from transforms.rejects import Reject
-from transforms.token_documents import TokenizedDocument
+from transforms.token_documents import DocumentSizeError, TokenizedDocument, unpack_documents
 
 
 def worker_tokenizer(vocab: Vocab, do_lower_case: bool) -> BertWordPieceTokenizer:
@@ -126,6 +127,42 @@ def load_documents(refs: list[DocumentRef]) -> list[TokenizedDocument]:
                 data = f.read(ref.size)
                 out[i] = TokenizedDocument.from_bytes(ref.key, data, ref.num_sentences)
     return out  # type: ignore[return-value]
+
+
+def load_layout(refs: RefTable) -> BucketLayout:
+    """The documents of ``refs``, in table order, laid end to end as a ``BucketLayout`` (the
+    same as ``BucketLayout.from_arrays`` over ``load_documents``); each spill file is opened once
+    and read front to back, and the bytes are unpacked by one compiled kernel."""
+    sizes = np.asarray(refs.sizes, dtype=np.int64)
+    positions = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)
+    buf = np.empty(int(sizes.sum()), dtype=np.uint8)
+    for index, path in enumerate(refs.paths):
+        rows = np.flatnonzero(refs.path_index == index)
+        rows = rows[np.argsort(refs.offsets[rows], kind="stable")]
+        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+            for i, offset, size, at in zip(
+                rows.tolist(),
+                refs.offsets[rows].tolist(),
+                sizes[rows].tolist(),
+                positions[rows].tolist(),
+                strict=True,
+            ):
+                f.seek(offset)
+                data = f.read(size)
+                if len(data) != size:
+                    raise ValueError(
+                        f"document {refs.keys[i]}: {path} holds {len(data)} of its {size} bytes"
+                    )
+                buf[at : at + size] = np.frombuffer(data, dtype=np.uint8)
+    try:
+        tokens, starts, lengths, bounds = unpack_documents(
+            buf, positions, sizes, refs.num_sentences
+        )
+    except DocumentSizeError as e:
+        raise ValueError(
+            f"document {refs.keys[e.index]}: {e.size} bytes do not match its offsets"
+        ) from None
+    return BucketLayout(tokens, starts, lengths, bounds)
 
 
 class SpillTokensFn(CountingDoFn):

@@ -7,13 +7,15 @@ import json
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from pipeline.files.token_files import TokenIndex, write_token_file
-from pipeline.steps.tokenize_documents import DocumentRef, RefTable, load_documents
+from pipeline.steps.tokenize_documents import DocumentRef, RefTable, load_documents, load_layout
 from pipeline.steps.tokenize_files import TokenizeFileFn, tokenize_documents
 from tests.pipeline.steps.test_clean_stages import run_fn
 from tokenizer.vocab import Vocab
 from tokenizer.wordpiece import BertWordPieceTokenizer
+from transforms.instances import BucketLayout
 from transforms.token_documents import TokenizedDocument
 
 
@@ -37,6 +39,24 @@ def test_write_and_read_back_every_document(tmp_path):
     assert list(table.keys) == sorted(d.key for d in docs)
     loaded = {d.key: d.sentences() for d in load_documents(table.refs())}
     assert loaded == {d.key: d.sentences() for d in docs}
+    # The instance stage's loader: the same documents, laid out in table order.
+    layout = load_layout(table)
+    expected = BucketLayout.from_arrays([(d.ids, d.offsets) for d in load_documents(table.refs())])
+    for name in ("tokens", "sentence_starts", "sentence_lengths", "document_bounds"):
+        np.testing.assert_array_equal(getattr(layout, name), getattr(expected, name))
+    assert layout.lengths == expected.lengths
+
+
+def test_a_document_shorter_than_its_reference_is_named(tmp_path):
+    docs = [TokenizedDocument.from_sentences("books/b.txt", [[9] * 30, [1, 2]])]
+    write_token_file(str(tmp_path / "tokens-x"), docs)
+    index = TokenIndex.read(str(tmp_path / "tokens-x.index.parquet"))
+    wrong = DocumentRef("books/b.txt", index.data_path, 0, int(index.sizes[0]), 1)
+    with pytest.raises(ValueError, match="document books/b.txt: .* bytes do not match"):
+        load_layout(RefTable.of_refs([wrong]))
+    cut = DocumentRef("books/b.txt", index.data_path, 8, int(index.sizes[0]), 2)
+    with pytest.raises(ValueError, match="document books/b.txt: .* holds"):
+        load_layout(RefTable.of_refs([cut]))
 
 
 def test_many_documents_in_one_call_equal_one_call_per_document(sample_vocab_path):

@@ -1,0 +1,109 @@
+"""The instance phases alone, two checkouts side by side: token slots per core-second.
+
+    .venv/bin/python -m benchmarks.phase_benchmark --before DIR [--run-dir DIR] [--repeat 3]
+
+``--run-dir`` (default: the output of ``benchmarks.profile_run``, ``benchmarks/work/
+profile-100mb``) is a finished ``bertprep run``; it is copied once per checkout without its phase
+directories, and in each round both checkouts rerun only the phases there (every earlier stage is
+current, so ``bertprep run`` skips it), alternately, with this project's virtual environment and
+the checkout's own code first on ``PYTHONPATH``. ``--before`` is a checkout of the code to compare
+with (``git worktree add DIR REV``). Per run: the phases' wall seconds (one pipeline, Beam start-up
+included) from ``run_summary.json``, and token slots per core-second = Σ instances ×
+max_seq_length over both phases ÷ (wall × ``--workers``). Every shard's ``content_sha256`` must
+be equal between the two checkouts. Prints Markdown rows for benchmarks/RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from benchmarks.dask_benchmark import shard_hashes
+from benchmarks.process_tree import bertprep_command
+from benchmarks.run_benchmark import WORK, environment
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def prepare(run_dir: Path, target: Path) -> Path:
+    """A copy of ``run_dir`` without its phase outputs, and its config pointed at the copy."""
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(run_dir, target, ignore=shutil.ignore_patterns("seq*"))
+    config = run_dir.parent / f"{run_dir.name}.yaml"
+    text = config.read_text().replace(f"output: {run_dir}", f"output: {target}")
+    (target.parent / f"{target.name}.yaml").write_text(text)
+    return target.parent / f"{target.name}.yaml"
+
+
+def run_phases(checkout: Path, config: Path, out: Path, workers: int) -> dict:
+    for phase in out.glob("seq*"):
+        shutil.rmtree(phase)
+    cmd = [*bertprep_command(), "run", "--config", str(config)]
+    cmd += ["--direct_running_mode=multi_processing", f"--direct_num_workers={workers}"]
+    env = {**environment(), "PYTHONPATH": str(checkout)}
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=checkout)
+    if done.returncode:
+        raise SystemExit(f"{checkout}: bertprep run failed:\n{done.stderr[-4000:]}")
+    summary = json.loads((out / "run_summary.json").read_text())
+    ran = [s for s in summary["stages"] if s["status"] == "ran"]
+    if {s["name"] for s in ran} != {f"phase:{p['phase']}" for p in summary["phases"]}:
+        raise SystemExit(f"{checkout}: expected only the phases to run, ran {ran}")
+    wall = ran[0]["seconds"]
+    lengths = {p["name"]: p["max_seq_length"] for p in yaml.safe_load(config.read_text())["phases"]}
+    slots = sum(
+        p[side]["instances"] * lengths[p["phase"]]
+        for p in summary["phases"]
+        for side in ("train", "eval")
+    )
+    return {"wall_s": wall, "slots": slots, "slots_per_core_s": slots / (wall * workers)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--before", type=Path, required=True, help="checkout of the code before")
+    ap.add_argument("--after", type=Path, default=ROOT, help="checkout after (default: this one)")
+    ap.add_argument("--run-dir", type=Path, default=WORK / "profile-100mb")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--workers", type=int, default=2)
+    args = ap.parse_args()
+    outs = {}
+    for name in ("before", "after"):
+        out = WORK / f"phases-{name}"
+        outs[name] = (prepare(args.run_dir.resolve(), out), out)
+    runs: dict[str, list[dict]] = {"before": [], "after": []}
+    for round_ in range(args.repeat):
+        for name in ("before", "after") if round_ % 2 == 0 else ("after", "before"):
+            config, out = outs[name]
+            result = run_phases(getattr(args, name).resolve(), config, out, args.workers)
+            runs[name].append(result)
+            print(f"round {round_ + 1} {name}: {json.dumps(result)}", file=sys.stderr, flush=True)
+        same = shard_hashes(outs["before"][1]) == shard_hashes(outs["after"][1])
+        if not same:
+            print("shards differ between the checkouts", file=sys.stderr)
+            return 1
+    date = datetime.date.today().isoformat()
+    median = {n: statistics.median(r["slots_per_core_s"] for r in runs[n]) for n in runs}
+    walls = {n: statistics.median(r["wall_s"] for r in runs[n]) for n in runs}
+    slots = runs["after"][0]["slots"]
+    print("| date | checkout | phases wall (median) | token slots | M slots per core-second |")
+    print("|---|---|---|---|---|")
+    for name in ("before", "after"):
+        each = ", ".join(f"{r['wall_s']:.1f}" for r in runs[name])
+        print(
+            f"| {date} | {name} (`{getattr(args, name)}`) | {walls[name]:.1f} s ({each}) | "
+            f"{slots:,} | {median[name] / 1e6:.2f} |"
+        )
+    print(f"\nafter / before: {median['after'] / median['before']:.2f}×; shards equal: True")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,93 @@
+"""The compiled record encoder against the reference path: ``frame_record`` over
+``encode_examples``, byte for byte, and its spill layout against ``spill_layout``."""
+
+from __future__ import annotations
+
+import google_crc32c
+import numpy as np
+import pytest
+
+from transforms.example_encoding import decode_example, encode_examples
+from transforms.framed_examples import (
+    CRC32C_TABLES,
+    FramedRecords,
+    crc32c,
+    frame_examples,
+    residue_spill,
+)
+from transforms.shard_layout import spill_layout
+from transforms.tfrecord import frame_record, iter_records
+
+
+def features(rs: np.random.Generator, n: int, width: int, top: int):
+    ints = {
+        "input_ids": rs.integers(0, top, size=(n, width)),
+        "input_mask": rs.integers(0, 2, size=(n, width)).astype(np.int8),
+        "a_name_longer_than_127_bytes_" * 5: rs.integers(0, top, size=(n, 1)),
+    }
+    floats = {"masked_lm_weights": rs.random((n, 7)).astype(np.float32)}
+    return ints, floats
+
+
+@pytest.mark.parametrize("top", [2, 128, 300, 1 << 14, 1 << 21, 1 << 28])
+@pytest.mark.parametrize("width", [1, 128, 512])
+def test_the_same_bytes_as_frame_record_over_encode_examples(top, width):
+    rs = np.random.default_rng(top + width)
+    for n in (0, 1, 37):
+        ints, floats = features(rs, n, width, top)
+        for float_features in (floats, {}):
+            want = [frame_record(r) for r in encode_examples(ints, float_features)]
+            got = frame_examples(ints, float_features)
+            assert got.data.tobytes() == b"".join(want)
+            assert len(got) == n
+            assert got.payloads() == encode_examples(ints, float_features)
+
+
+def test_records_read_back_with_checksums_verified():
+    rs = np.random.default_rng(0)
+    ints, floats = features(rs, 5, 16, 30522)
+    framed = frame_examples(ints, floats)
+    import io
+
+    decoded = [decode_example(r) for r in iter_records(io.BytesIO(framed.data.tobytes()))]
+    assert [d["input_ids"] for d in decoded] == ints["input_ids"].tolist()
+    np.testing.assert_array_equal(
+        np.array([d["masked_lm_weights"] for d in decoded], dtype=np.float32),
+        floats["masked_lm_weights"],
+    )
+
+
+def test_values_out_of_range_and_ragged_rows_are_refused():
+    with pytest.raises(ValueError, match=r"input_ids: values must lie in \[0, 2\*\*28\)"):
+        frame_examples({"input_ids": np.array([[1 << 28]])}, {})
+    with pytest.raises(ValueError, match="input_ids"):
+        frame_examples({"input_ids": np.array([[-1]])}, {})
+    with pytest.raises(ValueError, match="different row counts"):
+        frame_examples({"a": np.zeros((2, 3)), "b": np.zeros((3, 3))}, {})
+
+
+@pytest.mark.parametrize("size", [0, 1, 7, 8, 9, 1000, 1 << 16])
+def test_crc32c_matches_the_library(size):
+    data = np.random.default_rng(size).integers(0, 256, size=size + 3).astype(np.uint8)
+    assert crc32c(data, 3, size + 3, CRC32C_TABLES) == google_crc32c.value(data[3:].tobytes())
+
+
+@pytest.mark.parametrize("num_shards", [1, 3, 64])
+def test_the_residue_spill_is_spill_layout(num_shards):
+    rs = np.random.default_rng(num_shards)
+    parts = [frame_examples(*features(rs, n, 8, 1000)) for n in (0, 5, 40)]
+    records = FramedRecords.concat(parts)
+    assert records.payloads() == [p for part in parts for p in part.payloads()]
+    keys = rs.integers(0, 2**63 - 1, size=len(records))
+    framed = [frame_record(p) for p in records.payloads()]
+    want_data, want_bounds = spill_layout(framed, keys, num_shards)
+    data, bounds = residue_spill(records, keys, num_shards)
+    assert data.tobytes() == want_data
+    np.testing.assert_array_equal(bounds, want_bounds)
+
+
+def test_an_empty_concat_is_an_empty_batch():
+    empty = FramedRecords.concat([])
+    assert len(empty) == 0 and empty.payloads() == []
+    data, bounds = residue_spill(empty, np.zeros(0, dtype=np.int64), 4)
+    assert data.size == 0 and bounds.tolist() == [0, 0, 0, 0, 0]

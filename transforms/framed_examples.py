@@ -1,0 +1,391 @@
+"""TFRecord-framed ``tf.train.Example`` records for a batch, written by one compiled kernel.
+
+The same bytes as ``transforms.tfrecord.frame_record`` over ``transforms.example_encoding.
+encode_examples`` (canonical varints, features in the order given, int64 lists then float lists,
+CRC32C-masked frames), but the whole batch goes into one ``uint8`` buffer in two passes over the
+values (sizes, then bytes), with no Python object per record. The instance stage spends most of
+its time here when records are built one by one in Python; this is the floor it can reach.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+_VARINT_LIMIT = 1 << 28
+"""Int feature values must lie in [0, 2**28) (token ids, positions, labels, flags)."""
+_TAG_FIELD1, _TAG_FIELD2, _TAG_INT64_LIST = 0x0A, 0x12, 0x1A
+_CRC_MASK_DELTA = 0xA282EAD8
+
+
+def _crc32c_tables() -> np.ndarray:
+    """Slicing-by-8 tables of the reflected Castagnoli polynomial (0x82F63B78)."""
+    tables = np.zeros((8, 256), dtype=np.uint32)
+    for byte in range(256):
+        crc = byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+        tables[0, byte] = crc
+    for k in range(1, 8):
+        previous = tables[k - 1]
+        tables[k] = (previous >> 8) ^ tables[0, previous & 0xFF]
+    return tables
+
+
+CRC32C_TABLES = _crc32c_tables()
+
+
+@numba.njit(cache=True, inline="always")
+def _varint_len(value: int) -> int:
+    if value < 128:
+        return 1
+    if value < 16384:
+        return 2
+    n = 3
+    value >>= 21
+    while value:
+        value >>= 7
+        n += 1
+    return n
+
+
+@numba.njit(cache=True, inline="always")
+def _put_varint(buf: np.ndarray, pos: int, value: int) -> int:
+    if value < 128:
+        buf[pos] = value
+        return pos + 1
+    if value < 16384:
+        buf[pos] = (value & 0x7F) | 0x80
+        buf[pos + 1] = value >> 7
+        return pos + 2
+    while value >= 128:
+        buf[pos] = (value & 0x7F) | 0x80
+        value >>= 7
+        pos += 1
+    buf[pos] = value
+    return pos + 1
+
+
+@numba.njit(cache=True)
+def crc32c(buf: np.ndarray, start: int, end: int, tables: np.ndarray) -> int:
+    """CRC32C of ``buf[start:end]`` (``tables``: ``CRC32C_TABLES``)."""
+    crc = np.uint32(0xFFFFFFFF)
+    i = start
+    while i + 8 <= end:
+        lo = crc ^ (
+            np.uint32(buf[i])
+            | (np.uint32(buf[i + 1]) << 8)
+            | (np.uint32(buf[i + 2]) << 16)
+            | (np.uint32(buf[i + 3]) << 24)
+        )
+        hi = (
+            np.uint32(buf[i + 4])
+            | (np.uint32(buf[i + 5]) << 8)
+            | (np.uint32(buf[i + 6]) << 16)
+            | (np.uint32(buf[i + 7]) << 24)
+        )
+        crc = (
+            tables[7, lo & 0xFF]
+            ^ tables[6, (lo >> 8) & 0xFF]
+            ^ tables[5, (lo >> 16) & 0xFF]
+            ^ tables[4, lo >> 24]
+            ^ tables[3, hi & 0xFF]
+            ^ tables[2, (hi >> 8) & 0xFF]
+            ^ tables[1, (hi >> 16) & 0xFF]
+            ^ tables[0, hi >> 24]
+        )
+        i += 8
+    while i < end:
+        crc = tables[0, (crc ^ np.uint32(buf[i])) & 0xFF] ^ (crc >> 8)
+        i += 1
+    return int(crc ^ np.uint32(0xFFFFFFFF))
+
+
+@numba.njit(cache=True, inline="always")
+def _put_masked_crc(buf: np.ndarray, pos: int, start: int, end: int, tables: np.ndarray) -> int:
+    crc = crc32c(buf, start, end, tables)
+    masked = (((crc >> 15) | (crc << 17)) + _CRC_MASK_DELTA) & 0xFFFFFFFF
+    for k in range(4):
+        buf[pos + k] = (masked >> (8 * k)) & 0xFF
+    return pos + 4
+
+
+@numba.njit(cache=True, inline="always")
+def _entry_len(key_len: int, payload: int) -> int:
+    """Bytes of one ``Features.feature`` map entry (tag and length included)."""
+    value_list = 1 + _varint_len(payload) + payload
+    feature = 1 + _varint_len(value_list) + value_list
+    entry = key_len + 1 + _varint_len(feature) + feature
+    return 1 + _varint_len(entry) + entry
+
+
+@numba.njit(cache=True)
+def _encode(ints, int_bounds, floats, float_bounds, keys, key_bounds, tables):
+    n = ints.shape[0]
+    n_int = len(int_bounds) - 1
+    n_float = len(float_bounds) - 1
+    payloads = np.zeros((n, n_int), dtype=np.int64)
+    feature_lens = np.zeros(n, dtype=np.int64)
+    data_lens = np.zeros(n, dtype=np.int64)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    for r in range(n):
+        features = 0
+        for f in range(n_int):
+            size = 0
+            for c in range(int_bounds[f], int_bounds[f + 1]):
+                size += _varint_len(ints[r, c])
+            payloads[r, f] = size
+            features += _entry_len(key_bounds[f + 1] - key_bounds[f], size)
+        for g in range(n_float):
+            size = float_bounds[g + 1] - float_bounds[g]
+            k = n_int + g
+            features += _entry_len(key_bounds[k + 1] - key_bounds[k], size)
+        feature_lens[r] = features
+        data_lens[r] = 1 + _varint_len(features) + features
+        offsets[r + 1] = offsets[r] + 16 + data_lens[r]
+    out = np.empty(offsets[n], dtype=np.uint8)
+    for r in range(n):
+        pos = offsets[r]
+        length = data_lens[r]
+        for k in range(8):
+            out[pos + k] = (length >> (8 * k)) & 0xFF
+        pos = _put_masked_crc(out, pos + 8, pos, pos + 8, tables)
+        data_start = pos
+        out[pos] = _TAG_FIELD1
+        pos = _put_varint(out, pos + 1, feature_lens[r])
+        for f in range(n_int + n_float):
+            key_len = key_bounds[f + 1] - key_bounds[f]
+            if f < n_int:
+                payload = payloads[r, f]
+                kind = _TAG_INT64_LIST
+            else:
+                payload = float_bounds[f - n_int + 1] - float_bounds[f - n_int]
+                kind = _TAG_FIELD2
+            value_list = 1 + _varint_len(payload) + payload
+            feature = 1 + _varint_len(value_list) + value_list
+            entry = key_len + 1 + _varint_len(feature) + feature
+            out[pos] = _TAG_FIELD1
+            pos = _put_varint(out, pos + 1, entry)
+            for k in range(key_len):
+                out[pos + k] = keys[key_bounds[f] + k]
+            pos += key_len
+            out[pos] = _TAG_FIELD2
+            pos = _put_varint(out, pos + 1, feature)
+            out[pos] = kind
+            pos = _put_varint(out, pos + 1, value_list)
+            out[pos] = _TAG_FIELD1
+            pos = _put_varint(out, pos + 1, payload)
+            if f < n_int:
+                for c in range(int_bounds[f], int_bounds[f + 1]):
+                    pos = _put_varint(out, pos, ints[r, c])
+            else:
+                g = f - n_int
+                for c in range(float_bounds[g], float_bounds[g + 1]):
+                    out[pos] = floats[r, c]
+                    pos += 1
+        pos = _put_masked_crc(out, pos, data_start, pos, tables)
+    return out, offsets
+
+
+@dataclass(frozen=True)
+class FramedRecords:
+    """A batch of TFRecord frames laid end to end: record ``i`` is
+    ``data[offsets[i]:offsets[i + 1]]`` (12-byte header, payload, 4-byte footer)."""
+
+    data: np.ndarray
+    offsets: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def payloads(self) -> list[bytes]:
+        """Each record's serialized ``tf.train.Example`` (the frames stripped)."""
+        raw = self.data.tobytes()
+        bounds = self.offsets.tolist()
+        return [
+            raw[start + 12 : end - 4] for start, end in zip(bounds[:-1], bounds[1:], strict=True)
+        ]
+
+    @classmethod
+    def concat(cls, parts: list[FramedRecords]) -> FramedRecords:
+        """The records of ``parts``, in order, as one batch."""
+        if not parts:
+            return cls(np.zeros(0, dtype=np.uint8), np.zeros(1, dtype=np.int64))
+        shifts = np.cumsum([0] + [int(p.offsets[-1]) for p in parts[:-1]])
+        offsets = np.concatenate(
+            [parts[0].offsets[:1]] + [p.offsets[1:] + s for p, s in zip(parts, shifts, strict=True)]
+        )
+        return cls(np.concatenate([p.data for p in parts]), offsets)
+
+
+def _key_bytes(name: str) -> bytes:
+    raw = name.encode()
+    out = bytearray([_TAG_FIELD1])
+    n = len(raw)
+    while n >= 128:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out) + raw
+
+
+def _rows_of(a: np.ndarray) -> np.ndarray:
+    """``a`` as (rows, values per row): 1-D arrays hold one value per row."""
+    return a.reshape(a.shape[0], -1 if a.size else int(np.prod(a.shape[1:], dtype=np.int64)))
+
+
+def _stack(arrays: list[np.ndarray], n: int, dtype) -> tuple[np.ndarray, np.ndarray]:
+    widths = [a.shape[1] for a in arrays]
+    bounds = np.concatenate(([0], np.cumsum(widths))).astype(np.int64)
+    out = np.empty((n, int(bounds[-1])), dtype=dtype)
+    for a, start, end in zip(arrays, bounds[:-1], bounds[1:], strict=True):
+        out[:, start:end] = a
+    return out, bounds
+
+
+def frame_examples(
+    int64_features: Mapping[str, np.ndarray], float_features: Mapping[str, np.ndarray]
+) -> FramedRecords:
+    """TFRecord frames of one ``tf.train.Example`` per row of the given (N, width) arrays.
+
+    Byte for byte ``frame_record(r) for r in encode_examples(int64_features, float_features)``;
+    int values must lie in [0, 2**28). Raises ValueError on a value out of range or row counts
+    that differ.
+    """
+    ints = [_rows_of(np.asarray(a)) for a in int64_features.values()]
+    floats = [
+        np.ascontiguousarray(_rows_of(np.asarray(a, dtype="<f4"))) for a in float_features.values()
+    ]
+    rows = {a.shape[0] for a in ints + floats}
+    if len(rows) > 1:
+        raise ValueError(f"features have different row counts: {sorted(rows)}")
+    n = rows.pop() if rows else 0
+    for name, a in zip(int64_features, ints, strict=True):
+        if a.size and (a.min() < 0 or a.max() >= _VARINT_LIMIT):
+            raise ValueError(f"{name}: values must lie in [0, 2**28) for packed varint encoding")
+    int_matrix, int_bounds = _stack(ints, n, np.int32)
+    float_bytes = [f.view(np.uint8).reshape(n, 4 * f.shape[1]) for f in floats]
+    float_matrix, float_bounds = _stack(float_bytes, n, np.uint8)
+    return frame_columns(
+        int_matrix, int_bounds, float_matrix, float_bounds, [*int64_features, *float_features]
+    )
+
+
+def frame_columns(
+    ints: np.ndarray,
+    int_bounds: np.ndarray,
+    floats: np.ndarray,
+    float_bounds: np.ndarray,
+    names: list[str],
+) -> FramedRecords:
+    """``frame_examples`` of features already side by side: int feature ``f`` is columns
+    ``int_bounds[f]:int_bounds[f + 1]`` of ``ints`` (int32 (n, C), values in [0, 2**28), not
+    checked), float feature ``g`` is bytes ``float_bounds[g]:float_bounds[g + 1]`` of ``floats``
+    (uint8 (n, B), little-endian float32); ``names`` int features first."""
+    keys = [_key_bytes(name) for name in names]
+    key_bounds = np.concatenate(([0], np.cumsum([len(k) for k in keys]))).astype(np.int64)
+    key_array = np.frombuffer(b"".join(keys), dtype=np.uint8)
+    data, offsets = _encode(
+        ints,
+        np.asarray(int_bounds, dtype=np.int64),
+        floats,
+        np.asarray(float_bounds, dtype=np.int64),
+        key_array,
+        key_bounds,
+        CRC32C_TABLES,
+    )
+    return FramedRecords(data, offsets)
+
+
+@numba.njit(cache=True)
+def _gather(data, offsets, order, keys, blocks):
+    """Spill bytes: per block (consecutive runs of ``order``, split at ``blocks``), the block's
+    int64 keys little-endian, then its records' frames."""
+    total = 8 * len(order)
+    for j in order:
+        total += offsets[j + 1] - offsets[j]
+    out = np.empty(total, dtype=np.uint8)
+    bounds = np.zeros(len(blocks), dtype=np.int64)
+    pos = 0
+    for b in range(len(blocks) - 1):
+        for i in range(blocks[b], blocks[b + 1]):
+            key = keys[order[i]]
+            for k in range(8):
+                out[pos + k] = (key >> (8 * k)) & 0xFF
+            pos += 8
+        for i in range(blocks[b], blocks[b + 1]):
+            j = order[i]
+            start = offsets[j]
+            size = offsets[j + 1] - start
+            out[pos : pos + size] = data[start : start + size]
+            pos += size
+        bounds[b + 1] = pos
+    return out, bounds
+
+
+def residue_spill(records: FramedRecords, keys: np.ndarray, num_shards: int):
+    """``transforms.shard_layout.spill_layout`` of a framed batch: (spill bytes as a uint8
+    array, byte offset of each of the ``num_shards`` residue blocks and the end)."""
+    n = len(records)
+    order = np.concatenate([np.arange(r, n, num_shards) for r in range(num_shards)])
+    counts = [len(range(r, n, num_shards)) for r in range(num_shards)]
+    blocks = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+    keys = np.asarray(keys, dtype=np.int64)
+    return _gather(records.data, records.offsets, order.astype(np.int64), keys, blocks)
+
+
+@numba.njit(cache=True)
+def frame_bounds(data: np.ndarray, pos: int, count: int) -> np.ndarray:
+    """Where each of ``count`` TFRecord frames laid end to end from ``pos`` in ``data`` (uint8)
+    starts, and where the last one ends (``count + 1`` offsets); -1 as the last offset when a
+    frame runs past the end of ``data``. Lengths are read, checksums are not checked."""
+    out = np.empty(count + 1, dtype=np.int64)
+    for i in range(count):
+        out[i] = pos
+        if pos + 12 > len(data):
+            out[count] = -1
+            return out
+        length = np.int64(0)
+        for k in range(8):
+            length |= np.int64(data[pos + k]) << (8 * k)
+        pos += 16 + length
+        if pos > len(data):
+            out[count] = -1
+            return out
+    out[count] = pos
+    return out
+
+
+@numba.njit(cache=True)
+def count_frames(data: np.ndarray) -> tuple[int, int]:
+    """(complete frames from the start of ``data``, where the first incomplete one starts)."""
+    pos = 0
+    count = 0
+    while len(data) - pos >= 12:
+        length = np.int64(0)
+        for k in range(8):
+            length |= np.int64(data[pos + k]) << (8 * k)
+        end = pos + 16 + length
+        if end > len(data):
+            break
+        pos = end
+        count += 1
+    return count, pos
+
+
+@numba.njit(cache=True)
+def gather_frames(data: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """``data[starts[i]:ends[i]]`` for every ``i``, end to end, as one uint8 array."""
+    total = 0
+    for i in range(len(starts)):
+        total += ends[i] - starts[i]
+    out = np.empty(total, dtype=np.uint8)
+    pos = 0
+    for i in range(len(starts)):
+        size = ends[i] - starts[i]
+        out[pos : pos + size] = data[starts[i] : ends[i]]
+        pos += size
+    return out
