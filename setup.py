@@ -28,7 +28,8 @@ RUNTIME = [
     "pyarrow==25.0.1",
     "protobuf>=6.33.5,<7",
     "numpy==2.4.6",
-    # compiled kernels (numba): --compat reference replays Python's random stream exactly
+    # compiled kernels (numba): the instance phases (pairs, masks, record encoding) and
+    # --compat reference, both replaying Python's random stream exactly
     "numba==0.68.1",
     "google-crc32c==1.9.0",
     "PyYAML==6.0.4",

@@ -59,7 +59,7 @@ class TokenizedDocument:
 
 
 @numba.njit(cache=True)
-def _unpack(buf, positions, sizes, num_sentences):
+def _unpack(buf, words, positions, sizes, num_sentences):
     n_docs = len(positions)
     total_sentences = 0
     total_tokens = 0
@@ -88,15 +88,8 @@ def _unpack(buf, positions, sizes, num_sentences):
             last = value
         if sizes[d] != head + 4 * last:
             return tokens, starts, lengths, bounds, d
-        q = p + head
-        for j in range(last):
-            a = q + 4 * j
-            tokens[t + j] = np.int32(
-                np.uint32(buf[a])
-                | (np.uint32(buf[a + 1]) << 8)
-                | (np.uint32(buf[a + 2]) << 16)
-                | (np.uint32(buf[a + 3]) << 24)
-            )
+        q = (p + head) // 4  # every document starts at a multiple of 4 bytes
+        tokens[t : t + last] = words[q : q + last]
         t += last
         bounds[d + 1] = s
     return tokens, starts, lengths, bounds, -1
@@ -109,8 +102,12 @@ def unpack_documents(
     (int32 tokens, int64 sentence starts in ``tokens``, sentence lengths, per-document sentence
     bounds), as ``transforms.instances.BucketLayout`` holds them. Raises DocumentSizeError
     when a document's size does not match its offsets."""
+    ends = np.asarray(positions, dtype=np.int64) + np.asarray(sizes, dtype=np.int64)
+    if len(buf) % 4 or np.any(np.asarray(positions) % 4) or np.any(ends > len(buf)):
+        raise ValueError("serialized documents must start at multiples of 4 bytes, inside buf")
     tokens, starts, lengths, bounds, bad = _unpack(
         buf,
+        buf.view("<i4"),
         np.asarray(positions, dtype=np.int64),
         np.asarray(sizes, dtype=np.int64),
         np.asarray(num_sentences, dtype=np.int64),

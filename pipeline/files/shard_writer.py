@@ -207,7 +207,7 @@ class WriteShardFn(beam.DoFn):
                 for f in files:
                     f.close()
 
-    def _single_pass(self, reads) -> Iterator[bytes]:
+    def _single_pass(self, reads) -> Iterator[memoryview]:
         """The shard's framed records in shard order when they fit one pass: every range read
         once into one array, the frames located and gathered by compiled kernels."""
         arrays, keys, tasks, indices, starts, ends = [], [], [], [], [], []
@@ -235,8 +235,9 @@ class WriteShardFn(beam.DoFn):
         out = gather_frames(
             np.concatenate(arrays), np.concatenate(starts)[order], np.concatenate(ends)[order]
         )
+        view = memoryview(out)
         for piece in range(0, len(out), _WRITE_BYTES):
-            yield out[piece : piece + _WRITE_BYTES].tobytes()
+            yield view[piece : piece + _WRITE_BYTES]
 
     def _parse_range(self, read):
         """[(keys, task ids, indices within the task, framed records)] of every block of one

@@ -64,10 +64,19 @@ def assert_same_job(dask_out: Path, direct_out: Path) -> None:
         assert ours["counts"] == theirs["counts"] and ours["totals"] == theirs["totals"]
 
 
-def test_the_sample_job_on_dask_writes_the_direct_runners_shards(tmp_path, dask_cluster):
-    run_cli(tmp_path / "direct", ["--direct_running_mode=in_memory"])
+@pytest.fixture(scope="module")
+def direct_sample(tmp_path_factory) -> Path:
+    """The embedded sample's job on the DirectRunner (in memory), run once for this module."""
+    out = tmp_path_factory.mktemp("direct-sample") / "direct"
+    run_cli(out, ["--direct_running_mode=in_memory"])
+    return out
+
+
+def test_the_sample_job_on_dask_writes_the_direct_runners_shards(
+    tmp_path, dask_cluster, direct_sample
+):
     run_cli(tmp_path / "dask", on_dask(dask_cluster))
-    assert_same_job(tmp_path / "dask", tmp_path / "direct")
+    assert_same_job(tmp_path / "dask", direct_sample)
     assert not list((tmp_path / "dask").rglob(".bertprep-shared-*"))
     # Resume markers hold on Dask too: a second run skips every stage.
     run_cli(tmp_path / "dask", on_dask(dask_cluster))
@@ -124,7 +133,9 @@ def killable_cluster():
 
 
 @pytest.mark.parametrize("kill_in", ["clean", "phase"])
-def test_a_worker_killed_mid_stage_leaves_the_same_shards(tmp_path, killable_cluster, kill_in):
+def test_a_worker_killed_mid_stage_leaves_the_same_shards(
+    tmp_path, killable_cluster, kill_in, direct_sample
+):
     out = tmp_path / "dask"
     client = dask_client(killable_cluster.scheduler_address)
     pids = list(client.run(os.getpid).values())
@@ -157,8 +168,7 @@ def test_a_worker_killed_mid_stage_leaves_the_same_shards(tmp_path, killable_clu
     if failure:  # a clear error, nothing half-written: the same command resumes
         assert not isinstance(failure[0], (FileNotFoundError, KeyError)), failure[0]
         run_all(config, lambda: make_pipeline_options(on_dask(killable_cluster)))
-    run_cli(tmp_path / "direct", ["--direct_running_mode=in_memory"])
-    assert shard_hashes(out) == shard_hashes(tmp_path / "direct")
+    assert shard_hashes(out) == shard_hashes(direct_sample)
     assert not list(out.rglob(".staging")) and not list(out.rglob("*.partial-*"))
 
 
