@@ -11,6 +11,10 @@ with (``git worktree add DIR REV``). Per run: the phases' wall seconds (one pipe
 included) from ``run_summary.json``, and token slots per core-second = Σ instances ×
 max_seq_length over both phases ÷ (wall × ``--workers``). Every shard's ``content_sha256`` must
 be equal between the two checkouts. Prints Markdown rows for benchmarks/RESULTS.md.
+
+``--profile N`` instead runs this checkout's phases once in one process (``in_memory``) under
+cProfile and prints the N functions with the most time of their own: where a phase's time goes
+without the runner's process boundaries.
 """
 
 from __future__ import annotations
@@ -66,14 +70,39 @@ def run_phases(checkout: Path, config: Path, out: Path, workers: int) -> dict:
     return {"wall_s": wall, "slots": slots, "slots_per_core_s": slots / (wall * workers)}
 
 
+def profile_phases(config: Path, out: Path, top: int) -> None:
+    """This checkout's phases in one process under cProfile; prints the ``top`` functions."""
+    import cProfile
+    import pstats
+
+    from pipeline.cli import main as bertprep
+
+    for phase in out.glob("seq*"):
+        shutil.rmtree(phase)
+    profiler = cProfile.Profile()
+    profiler.enable()
+    try:
+        bertprep(["run", "--config", str(config), "--direct_running_mode=in_memory"])
+    finally:
+        profiler.disable()
+    pstats.Stats(profiler, stream=sys.stdout).sort_stats("tottime").print_stats(top)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--before", type=Path, required=True, help="checkout of the code before")
+    ap.add_argument("--before", type=Path, help="checkout of the code before (required)")
+    ap.add_argument("--profile", type=int, metavar="N", help="profile this checkout instead")
     ap.add_argument("--after", type=Path, default=ROOT, help="checkout after (default: this one)")
     ap.add_argument("--run-dir", type=Path, default=WORK / "profile-100mb")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--workers", type=int, default=2)
     args = ap.parse_args()
+    if args.profile:
+        config = prepare(args.run_dir.resolve(), WORK / "phases-profile")
+        profile_phases(config, WORK / "phases-profile", args.profile)
+        return 0
+    if args.before is None:
+        ap.error("--before is required (a checkout of the code to compare with)")
     outs = {}
     for name in ("before", "after"):
         out = WORK / f"phases-{name}"
