@@ -12,6 +12,28 @@ CORPORA = ROOT.parent / "shared" / "corpora"
 SAMPLE = ROOT / "sample"
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items) -> None:
+    """Keeps each ``xdist_group`` on one worker under ``--dist loadgroup``.
+
+    pytest-xdist 3.8 tags a grouped test by renaming ``item._nodeid``, which pytest 9 no longer
+    reads (its node ids live in ``item._id``), so groups were spread over workers and their
+    session fixtures (the emulated-bucket runs, the Dask cluster) were set up once per worker.
+    This applies the same ``<nodeid>@<group>`` tag where pytest 9 reads it; on the controller and
+    without xdist it does nothing."""
+    if not getattr(config.option, "loadgroup", False):
+        return
+    from _pytest.nodeid import coerce_node_id
+
+    for item in items:
+        names = {
+            str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+            for mark in item.iter_markers("xdist_group")
+        }
+        if names and "@" not in item.nodeid and hasattr(item, "_id"):
+            item._id = coerce_node_id(f"{item.nodeid}@{'_'.join(sorted(names))}")
+
+
 def require_corpora(*relative: str) -> Path:
     """The path under shared/corpora; fails under CI when missing, skips elsewhere."""
     path = CORPORA.joinpath(*relative)
