@@ -23,7 +23,8 @@ COPY shards ./shards
 # Runtime dependencies only (no TensorFlow on Beam workers: it costs ~550 MB per process).
 ARG EXTRAS=gcp
 RUN pip install --no-cache-dir ".[${EXTRAS}]" \
- && python -c "import pipeline.cli, tokenizers, google_crc32c; print('bertprep worker ok')"
+ && python -c "import pipeline.cli, tokenizers, google_crc32c; print('bertprep worker ok')" \
+ && python -m transforms.kernel_cache  # the phases' numba kernels compiled into the image
 
 # The Beam SDK harness stays the entry point.
 ENTRYPOINT ["/opt/apache/beam/boot"]

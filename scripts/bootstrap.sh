@@ -29,4 +29,7 @@ quietly "${pip[@]}" --upgrade "pip>=24"
 quietly "${pip[@]}" -r "$root/requirements.lock"
 quietly "${pip[@]}" --no-deps -e "$root"
 "$venv/bin/python" -c "import apache_beam, tokenizers, pipeline.cli" >/dev/null
+# The instance phases' compiled kernels, compiled once into numba's cache (~10 s), not by every
+# worker of the first job.
+quietly "$venv/bin/python" -m transforms.kernel_cache
 echo "$want" > "$stamp"

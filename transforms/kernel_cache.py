@@ -1,0 +1,58 @@
+"""Compiles the instance phases' numba kernels once, into numba's on-disk cache.
+
+Each kernel is compiled on its first call and cached beside its module (``__pycache__``); a
+fresh install would otherwise pay that in every worker of its first job (about 10 s on 2 cores).
+``scripts/bootstrap.sh`` and the Dockerfile run ``python -m transforms.kernel_cache`` after
+installing, so jobs start with the kernels ready. Calling it again is cheap (cache hits).
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import numpy as np
+
+
+def warm() -> None:
+    """Calls every kernel of the instance phases once, on a tiny bucket."""
+    from transforms.framed_examples import (
+        FramedRecords,
+        count_frames,
+        frame_bounds,
+        frame_examples,
+        gather_frames,
+        residue_spill,
+    )
+    from transforms.instance_batches import InstanceSettings, TokenTables, frame_static_spans
+    from transforms.instances import BucketLayout, PairConfig
+    from transforms.masking import MaskingConfig
+    from transforms.pair_spans import bucket_pair_spans
+    from transforms.special_ids import SpecialIds
+    from transforms.token_documents import TokenizedDocument, unpack_documents
+
+    docs = [TokenizedDocument.from_sentences(f"d{i}", [[200 + i] * 9, [300] * 7]) for i in range(3)]
+    blob = np.frombuffer(b"".join(d.to_bytes() for d in docs), dtype=np.uint8).copy()
+    sizes = np.array([len(d.to_bytes()) for d in docs], dtype=np.int64)
+    positions = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+    sentences = np.array([d.num_sentences for d in docs], dtype=np.int64)
+    layout = BucketLayout(*unpack_documents(blob, positions, sizes, sentences))
+    settings = InstanceSettings(
+        PairConfig(max_seq_length=32), MaskingConfig(max_predictions_per_seq=5)
+    )
+    spans = bucket_pair_spans(layout, settings.pairs, random.Random(0), Counter())
+    tables = TokenTables(
+        SpecialIds(vocab_size=400), np.arange(150, 400, dtype=np.int32), np.zeros(400, bool)
+    )
+    framed = frame_static_spans(
+        layout.tokens, spans, settings, tables, np.random.default_rng(0), Counter()
+    )
+    frame_examples({"ids": np.zeros((1, 2), np.int64)}, {"w": np.zeros((1, 1), np.float32)})
+    data, _ = residue_spill(FramedRecords.concat([framed]), np.arange(len(framed)), 2)
+    bounds = frame_bounds(framed.data, 0, len(framed))
+    gather_frames(framed.data, bounds[:-1], bounds[1:])
+    count_frames(data)
+
+
+if __name__ == "__main__":
+    warm()
