@@ -73,10 +73,16 @@ def direct_sample(tmp_path_factory) -> Path:
 
 
 def test_the_sample_job_on_dask_writes_the_direct_runners_shards(
-    tmp_path, dask_cluster, direct_sample
+    tmp_path, dask_cluster, direct_sample, monitors
 ):
     run_cli(tmp_path / "dask", on_dask(dask_cluster))
     assert_same_job(tmp_path / "dask", direct_sample)
+    # Progress lines: the workers' progress files reach the launcher's monitors, to the end.
+    assert {m.label for m in monitors} >= {"clean", "tokenize"}
+    for monitor in monitors:
+        assert monitor.observed, monitor.label
+        assert monitor.total is None or monitor.observed[-1] == monitor.total, monitor.label
+    assert not list((tmp_path / "dask").rglob(".progress"))
     assert not list((tmp_path / "dask").rglob(".bertprep-shared-*"))
     # Resume markers hold on Dask too: a second run skips every stage.
     run_cli(tmp_path / "dask", on_dask(dask_cluster))
