@@ -3,6 +3,8 @@ and each spill block read once, so object-store requests do not grow with the pa
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from pipeline.files.shard_writer import WriteShardFn
@@ -92,3 +94,25 @@ def test_results_record_each_file_size_as_written(tmp_path):
         assert [r["bytes"] for r in results] == [os.path.getsize(r["path"]) for r in results]
         if compression == "gzip":
             assert all(r["path"].endswith(".gz") for r in results)
+
+
+def test_a_damaged_or_truncated_spill_fails_naming_the_file(tmp_path):
+    import pytest
+
+    tasks = spills(tmp_path)
+    fn = WriteShardFn(str(tmp_path / "out"), "instances", NUM_SHARDS, "none")
+    spill = tasks[0]
+    path = Path(spill.path)
+    data = bytearray(path.read_bytes())
+    count = len(range(0, spill.count, NUM_SHARDS))  # records of residue block 0
+    first = int(spill.bounds[0]) + 8 * count  # the first record's length field
+    data[first] ^= 0x01  # a length one byte off: the block's frames no longer end where recorded
+    path.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match=r"spill .*task-0-0.spill: a block of \d+ records"):
+        for index in range(NUM_SHARDS):
+            list(fn.process(index, tasks))
+    path.write_bytes(bytes(data[:10]))  # cut inside the first block
+    with pytest.raises(RuntimeError, match=r"task-0-0.spill is shorter than recorded"):
+        for index in range(NUM_SHARDS):
+            list(fn.process(index, tasks))
+    assert not list((tmp_path / "out").glob("*.tfrecord"))
