@@ -229,8 +229,9 @@ def frame_static_spans(
         kept=rows.kept,
         random=rows.random,
     )
-    names = list(STATIC_INT_FEATURES[: len(rows.int_widths(seq_len, p))])
-    bounds = np.concatenate(([0], np.cumsum(rows.int_widths(seq_len, p))))
+    widths = rows.int_widths(seq_len, p)
+    names = list(STATIC_INT_FEATURES[: len(widths)])
+    bounds = np.concatenate(([0], np.cumsum(widths)))
     floats = rows.weights.view(np.uint8)
     return frame_columns(
         rows.ints, bounds, floats, np.array([0, 4 * p]), [*names, "masked_lm_weights"]
@@ -302,29 +303,23 @@ def record_batches(
 
     token_level_static = settings.masking_kind == STATIC and not settings.masking.whole_word_mask
 
-    def encode(spans: np.ndarray) -> RecordBatch:
-        if token_level_static:
-            framed = frame_static_spans(layout.tokens, spans, settings, tables, mask_rng, stats)
-            keys = order_rng.integers(0, 2**63 - 1, size=len(framed), dtype=np.int64).tolist()
-            return RecordBatch(bucket, framed, keys)
-        packed = pack_spans(
-            layout.tokens,
-            spans,
-            tables.cls_id,
-            tables.sep_id,
-            settings.pairs.max_seq_length,
-        )
-        framed = frame_packed(packed, settings, tables, mask_rng, stats)
+    def keyed(framed: FramedRecords) -> RecordBatch:
         keys = order_rng.integers(0, 2**63 - 1, size=len(framed), dtype=np.int64).tolist()
         return RecordBatch(bucket, framed, keys)
 
+    def encode(spans: np.ndarray) -> RecordBatch:
+        if token_level_static:
+            return keyed(
+                frame_static_spans(layout.tokens, spans, settings, tables, mask_rng, stats)
+            )
+        seq_len = settings.pairs.max_seq_length
+        packed = pack_spans(layout.tokens, spans, tables.cls_id, tables.sep_id, seq_len)
+        return keyed(frame_packed(packed, settings, tables, mask_rng, stats))
+
     def encode_rows(rows: list[list[Window]]) -> RecordBatch:
-        packed = pack_rows(
-            layout.tokens, rows, tables.cls_id, tables.sep_id, settings.pairs.max_seq_length
-        )
-        framed = frame_packed(packed, settings, tables, mask_rng, stats)
-        keys = order_rng.integers(0, 2**63 - 1, size=len(framed), dtype=np.int64).tolist()
-        return RecordBatch(bucket, framed, keys)
+        seq_len = settings.pairs.max_seq_length
+        packed = pack_rows(layout.tokens, rows, tables.cls_id, tables.sep_id, seq_len)
+        return keyed(frame_packed(packed, settings, tables, mask_rng, stats))
 
     size = settings.batch_size
     if settings.input_mode != SENTENCE_PAIRS:

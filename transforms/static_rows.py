@@ -130,6 +130,7 @@ class StaticRows:
     random: int
 
     def int_widths(self, seq_len: int, p: int) -> list[int]:
+        """Columns of each int feature of ``ints``, in order."""
         widths = [seq_len, seq_len, seq_len, p, p]
         return widths + [1] if self.ints.shape[1] > sum(widths) else widths
 
