@@ -18,13 +18,23 @@ class FeatureSpec:
 
     name: str
     dtype: Dtype
-    length_of: Literal["max_seq_length", "max_predictions_per_seq", "one"]
+    length_of: Literal[
+        "max_seq_length", "max_predictions_per_seq", "one", "max_instances", "packed_predictions"
+    ]
 
-    def length(self, max_seq_length: int, max_predictions_per_seq: int) -> int:
+    def length(
+        self, max_seq_length: int, max_predictions_per_seq: int, max_instances: int = 1
+    ) -> int:
+        """The fixed length; ``max_instances`` (K) sizes the per-instance features of packed
+        rows (``max_instances``: K, ``packed_predictions``: K × max_predictions_per_seq)."""
         if self.length_of == "max_seq_length":
             return max_seq_length
         if self.length_of == "max_predictions_per_seq":
             return max_predictions_per_seq
+        if self.length_of == "max_instances":
+            return max_instances
+        if self.length_of == "packed_predictions":
+            return max_instances * max_predictions_per_seq
         return 1
 
 
@@ -96,10 +106,16 @@ def check_kind(masking: str, input_mode: str) -> None:
         raise ValueError(f"input_mode must be one of {', '.join(INPUT_MODES)}, got {input_mode!r}")
 
 
-def features_of(masking: str = STATIC, input_mode: str = SENTENCE_PAIRS) -> tuple[FeatureSpec, ...]:
+def features_of(
+    masking: str = STATIC, input_mode: str = SENTENCE_PAIRS, packed: bool = False
+) -> tuple[FeatureSpec, ...]:
     """The features of a record of this kind: ``FEATURES`` or ``UNMASKED_FEATURES``, without
-    ``next_sentence_labels`` when the mode has no NSP. (static, sentence-pairs) is ``FEATURES``."""
+    ``next_sentence_labels`` when the mode has no NSP. (static, sentence-pairs) is ``FEATURES``.
+    ``packed``: ``PACKED_FEATURES`` or ``PACKED_UNMASKED_FEATURES`` (sentence pairs only)."""
     check_kind(masking, input_mode)
+    if packed:
+        check_packable(input_mode)
+        return PACKED_FEATURES if masking == STATIC else PACKED_UNMASKED_FEATURES
     base = FEATURES if masking == STATIC else UNMASKED_FEATURES
     if has_nsp(input_mode):
         return base
@@ -111,9 +127,68 @@ def kind_lengths(
     max_predictions_per_seq: int,
     masking: str = STATIC,
     input_mode: str = SENTENCE_PAIRS,
+    max_instances: int = 0,
 ) -> dict[str, int]:
-    """Name → fixed length of every feature of a record of this kind."""
+    """Name → fixed length of every feature of a record of this kind; ``max_instances`` > 0:
+    packed rows of up to that many instances."""
     return {
-        f.name: f.length(max_seq_length, max_predictions_per_seq)
-        for f in features_of(masking, input_mode)
+        f.name: f.length(max_seq_length, max_predictions_per_seq, max(1, max_instances))
+        for f in features_of(masking, input_mode, packed=max_instances > 0)
     }
+
+
+# --- Packed rows: several sentence-pair instances laid end to end in one row --------------------
+
+PACKING_STRATEGY = "first-fit-decreasing"
+"""How instances are grouped into rows (``transforms.packing``), written into the manifest."""
+
+PACKED_FEATURES: tuple[FeatureSpec, ...] = (
+    FeatureSpec("input_ids", "int64", "max_seq_length"),
+    FeatureSpec("input_mask", "int64", "max_seq_length"),
+    FeatureSpec("segment_ids", "int64", "max_seq_length"),
+    FeatureSpec("position_ids", "int64", "max_seq_length"),
+    FeatureSpec("instance_ids", "int64", "max_seq_length"),
+    FeatureSpec("masked_lm_positions", "int64", "packed_predictions"),
+    FeatureSpec("masked_lm_ids", "int64", "packed_predictions"),
+    FeatureSpec("masked_lm_weights", "float32", "packed_predictions"),
+    FeatureSpec("next_sentence_labels", "int64", "max_instances"),
+    FeatureSpec("next_sentence_weights", "float32", "max_instances"),
+    FeatureSpec("cls_positions", "int64", "max_instances"),
+)
+"""A packed static row of up to K instances (``[CLS] A [SEP] B [SEP]`` each), end to end from
+position 0, then padding (id 0):
+
+- per token: ``input_ids``, ``input_mask`` (1 on every instance's tokens), ``segment_ids`` (as in
+  the instance), ``position_ids`` (position within its own instance: 0 at its ``[CLS]``; 0 in
+  padding) and ``instance_ids`` (1 for the row's first instance, 2 for the second, ...; 0 in
+  padding). A token attends to exactly the tokens of the same nonzero ``instance_ids``.
+- per row, sized for K instances (K × ``max_predictions_per_seq``): ``masked_lm_positions``
+  (row positions, ascending; instance by instance, each instance's own masks), ``masked_lm_ids``
+  and ``masked_lm_weights`` (1.0 used, 0.0 unused; unused slots 0 at the end).
+- per instance (K slots, in row order): ``next_sentence_labels``, ``next_sentence_weights``
+  (1.0 for an instance, 0.0 for an unused slot) and ``cls_positions`` (its ``[CLS]``'s row
+  position; 0 when unused).
+
+An instance's tokens, segments, masks and NSP label are those it has unpacked, shifted by its
+offset in the row."""
+
+PACKED_UNMASKED_FEATURES: tuple[FeatureSpec, ...] = (
+    *PACKED_FEATURES[:5],
+    FeatureSpec("word_starts", "int64", "max_seq_length"),
+    *PACKED_FEATURES[8:],
+)
+"""A packed ``masking=dynamic`` row: ``PACKED_FEATURES`` without prediction slots, with the
+word-start flags; the trainer draws each instance's masks on its own tokens."""
+
+PACKED_ONLY = ("position_ids", "instance_ids", "next_sentence_weights", "cls_positions")
+"""The features only packed rows have: what tells a packed shard from an unpacked one."""
+
+
+def check_packable(input_mode: str) -> None:
+    """Raises ValueError unless rows of ``input_mode`` can be packed (sentence pairs only: the
+    other modes already fill their rows with text)."""
+    if input_mode != SENTENCE_PAIRS:
+        raise ValueError(
+            f"packing needs input_mode {SENTENCE_PAIRS!r} (got {input_mode!r}): "
+            "full-sentences and doc-sentences rows are already filled to max_seq_length"
+        )
