@@ -20,9 +20,11 @@ from transforms.features import (
     SENTENCE_PAIRS,
     STATIC,
     check_kind,
+    check_packable,
     has_nsp,
 )
 from transforms.framed_examples import FramedRecords, frame_columns, frame_examples
+from transforms.instance_packing import RowPlan, packed_columns, plan_rows
 from transforms.instances import (
     BucketLayout,
     Document,
@@ -64,9 +66,16 @@ class InstanceSettings:
     """``static`` (masks in the record) or ``dynamic`` (unmasked records, masked by the trainer)."""
     input_mode: str = SENTENCE_PAIRS
     """``sentence-pairs``, ``full-sentences`` or ``doc-sentences`` (``transforms.features``)."""
+    pack_instances: int = 0
+    """Up to this many instances per row (``transforms.instance_packing``, the packed layout of
+    ``transforms.features.PACKED_FEATURES``); 0: one instance per row, padded."""
 
     def __post_init__(self) -> None:
         check_kind(self.masking_kind, self.input_mode)
+        if self.pack_instances < 0:
+            raise ValueError(f"pack_instances must be 0 or more, got {self.pack_instances}")
+        if self.pack_instances:
+            check_packable(self.input_mode)
         if self.dupe_factor < 1:
             raise ValueError(f"dupe_factor must be at least 1, got {self.dupe_factor}")
         if self.masking.max_predictions_per_seq > self.pairs.max_seq_length:
@@ -155,15 +164,26 @@ def frame_packed(
     input_mask = (np.arange(seq_len)[None, :] < packed.lengths[:, None]).astype(np.int8)
     if settings.masking_kind == DYNAMIC:
         return _encode_unmasked(packed, input_mask, settings, tables, stats)
+    plan = _plan(stats, packed.lengths, settings)
     _count_static(
         stats,
         packed.lengths,
-        seq_len,
+        _slots(plan, packed.lengths, seq_len),
         predictions=int(masked.counts.sum()),
         masked=int((masked.decisions == MASKED).sum()),
         kept=int((masked.decisions == KEPT).sum()),
         random=int((masked.decisions == RANDOM).sum()),
     )
+    if plan is not None:
+        columns = packed_columns(
+            input_ids=masked.input_ids,
+            segment_ids=packed.segment_ids,
+            lengths=packed.lengths,
+            next_sentence_labels=packed.next_sentence_labels,
+            plan=plan,
+            masked=(masked.positions, masked.label_ids, masked.weights),
+        )
+        return frame_examples(columns.ints, columns.floats)
     ints = {
         "input_ids": masked.input_ids,
         "input_mask": input_mask,
@@ -176,24 +196,39 @@ def frame_packed(
     return frame_examples(ints, {"masked_lm_weights": masked.weights})
 
 
+def _plan(stats: Counter[str], lengths: np.ndarray, settings: InstanceSettings) -> RowPlan | None:
+    """With packing on, the rows of a batch of instances of ``lengths`` (``plan_rows``; their
+    number counted in ``packed_rows``); None without packing (one row per instance)."""
+    if not settings.pack_instances:
+        return None
+    plan = plan_rows(lengths, settings.pairs.max_seq_length, settings.pack_instances)
+    stats["packed_rows"] += plan.rows
+    return plan
+
+
+def _slots(plan: RowPlan | None, lengths: np.ndarray, seq_len: int) -> int:
+    """Token slots of the batch's rows."""
+    return (len(lengths) if plan is None else plan.rows) * seq_len
+
+
 def _count_static(
     stats: Counter[str],
     lengths: np.ndarray,
-    seq_len: int,
+    token_slots: int,
     *,
     predictions: int,
     masked: int,
     kept: int,
     random: int,
 ) -> None:
-    """The counters of a batch of static-masked records."""
+    """The counters of a batch of static-masked instances filling ``token_slots`` slots."""
     stats["instances"] += len(lengths)
     stats["instance_tokens"] += int(lengths.sum())
     stats["masked_lm_predictions"] += predictions
     stats["masked_lm_masked"] += masked
     stats["masked_lm_kept"] += kept
     stats["masked_lm_random"] += random
-    stats["padding_tokens"] += int(len(lengths) * seq_len - lengths.sum())
+    stats["padding_tokens"] += int(token_slots - lengths.sum())
 
 
 def frame_static_spans(
@@ -220,15 +255,31 @@ def frame_static_spans(
         rng=rng,
         nsp=has_nsp(settings.input_mode),
     )
+    plan = _plan(stats, rows.lengths, settings)
     _count_static(
         stats,
         rows.lengths,
-        seq_len,
+        _slots(plan, rows.lengths, seq_len),
         predictions=rows.predictions,
         masked=rows.masked,
         kept=rows.kept,
         random=rows.random,
     )
+    if plan is not None:
+        ints = rows.ints
+        columns = packed_columns(
+            input_ids=ints[:, :seq_len],
+            segment_ids=ints[:, 2 * seq_len : 3 * seq_len],
+            lengths=rows.lengths,
+            next_sentence_labels=ints[:, -1],
+            plan=plan,
+            masked=(
+                ints[:, 3 * seq_len : 3 * seq_len + p],
+                ints[:, 3 * seq_len + p : 3 * seq_len + 2 * p],
+                rows.weights,
+            ),
+        )
+        return frame_examples(columns.ints, columns.floats)
     widths = rows.int_widths(seq_len, p)
     names = list(STATIC_INT_FEATURES[: len(widths)])
     bounds = np.concatenate(([0], np.cumsum(widths)))
@@ -265,10 +316,21 @@ def _encode_unmasked(
     starts = word_starts(ids, candidate, tables.is_continuation).astype(np.int8)
     cfg = settings.masking
     budget = prediction_budget(packed.lengths, cfg.masked_lm_prob, cfg.max_predictions_per_seq)
+    plan = _plan(stats, packed.lengths, settings)
     stats["instances"] += len(packed)
     stats["instance_tokens"] += int(packed.lengths.sum())
     stats["expected_masked_lm_predictions"] += int(budget.sum())
-    stats["padding_tokens"] += int(len(packed) * seq_len - packed.lengths.sum())
+    stats["padding_tokens"] += int(_slots(plan, packed.lengths, seq_len) - packed.lengths.sum())
+    if plan is not None:
+        columns = packed_columns(
+            input_ids=ids,
+            segment_ids=packed.segment_ids,
+            lengths=packed.lengths,
+            next_sentence_labels=packed.next_sentence_labels,
+            plan=plan,
+            word_starts=starts,
+        )
+        return frame_examples(columns.ints, columns.floats)
     ints = {
         "input_ids": ids,
         "input_mask": input_mask,

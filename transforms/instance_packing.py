@@ -1,0 +1,240 @@
+"""Several sentence-pair instances per row: which instances share a row, and the packed columns.
+
+BERT pads every row to ``max_seq_length``; a packed row lays up to K instances end to end
+(``transforms.features.PACKED_FEATURES``), each keeping its own tokens, segments, masks and NSP
+label. Rows are chosen by first-fit-decreasing over one batch of instances: instances are taken
+longest first (ties: the earlier one) and each goes into the first open row it fits in (tokens ≤
+``max_seq_length``, instances ≤ K), or opens a new row. Within a row, instances keep their batch
+order. Everything here is a function of the batch's lengths alone: deterministic, no randomness.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+
+@numba.njit(cache=True)
+def _first_fit(order, lengths, capacity, max_items, row_of):  # fmt: skip
+    n = order.shape[0]
+    free = np.empty(n, dtype=np.int64)
+    held = np.empty(n, dtype=np.int64)
+    rows = 0
+    for i in range(n):
+        item = order[i]
+        size = lengths[item]
+        r = 0
+        while r < rows and (free[r] < size or held[r] >= max_items):
+            r += 1
+        if r == rows:
+            free[r] = capacity
+            held[r] = 0
+            rows += 1
+        free[r] -= size
+        held[r] += 1
+        row_of[item] = r
+    return rows
+
+
+@dataclass(frozen=True)
+class RowPlan:
+    """Where each instance of a batch goes: its row, its place in the row (0-based) and the row
+    position of its first token (its ``[CLS]``)."""
+
+    row: np.ndarray
+    slot: np.ndarray
+    offset: np.ndarray
+    rows: int
+    max_instances: int
+
+    def __len__(self) -> int:
+        return len(self.row)
+
+
+def plan_rows(lengths: np.ndarray, seq_len: int, max_instances: int) -> RowPlan:
+    """First-fit-decreasing rows of at most ``seq_len`` tokens and ``max_instances`` instances
+    for instances of ``lengths`` tokens (each ≤ ``seq_len``). Rows are numbered in the order they
+    were opened; within a row, instances keep their order in ``lengths``."""
+    if max_instances < 1:
+        raise ValueError(f"max_instances must be at least 1, got {max_instances}")
+    lengths = np.ascontiguousarray(lengths, dtype=np.int64)
+    n = len(lengths)
+    if n and (lengths.max() > seq_len or lengths.min() < 1):
+        raise ValueError(f"instance lengths must lie in [1, {seq_len}]")
+    row = np.empty(n, dtype=np.int64)
+    order = np.argsort(-lengths, kind="stable")
+    rows = int(_first_fit(order, lengths, seq_len, max_instances, row)) if n else 0
+    by_row = np.lexsort((np.arange(n), row))
+    slot = _before_in_row(np.ones(n, dtype=np.int64), row, by_row, rows)
+    offset = _before_in_row(lengths, row, by_row, rows)
+    return RowPlan(row, slot, offset, rows, max_instances)
+
+
+def _before_in_row(values: np.ndarray, row: np.ndarray, by_row: np.ndarray, rows: int):
+    """Per item, the sum of ``values`` over the items before it in its row (``by_row``: the
+    items ordered by row, then by place in the row)."""
+    n = len(values)
+    ends = np.cumsum(values[by_row])
+    starts = np.searchsorted(row[by_row], np.arange(rows))
+    base = np.concatenate(([0], ends))[starts]
+    out = np.empty(n, dtype=np.int64)
+    out[by_row] = ends - values[by_row] - np.repeat(base, np.diff(np.append(starts, n)))
+    return out
+
+
+def pack_tokens(column: np.ndarray, lengths: np.ndarray, plan: RowPlan) -> np.ndarray:
+    """(rows, L) of the (n, L) per-token ``column``: each instance's first ``lengths`` tokens at
+    its offset in its row; 0 elsewhere."""
+    n, seq_len = column.shape
+    out = np.zeros((plan.rows, seq_len), dtype=column.dtype)
+    inside = np.arange(seq_len)[None, :] < np.asarray(lengths)[:, None]
+    src_row, src_col = np.nonzero(inside)
+    out[plan.row[src_row], plan.offset[src_row] + src_col] = column[src_row, src_col]
+    return out
+
+
+def token_layout(lengths: np.ndarray, plan: RowPlan, seq_len: int) -> tuple[np.ndarray, ...]:
+    """``position_ids`` and ``instance_ids`` (rows, L) of the packed rows (see the contract),
+    and ``input_mask``."""
+    positions = np.broadcast_to(np.arange(seq_len, dtype=np.int32), (len(lengths), seq_len))
+    instance = np.broadcast_to((plan.slot + 1).astype(np.int32)[:, None], positions.shape)
+    position_ids = pack_tokens(positions, lengths, plan)
+    instance_ids = pack_tokens(instance, lengths, plan)
+    return position_ids, instance_ids, (instance_ids > 0).astype(np.int8)
+
+
+def pack_predictions(
+    positions: np.ndarray, label_ids: np.ndarray, weights: np.ndarray, plan: RowPlan
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(rows, K·P) masked positions (shifted to row positions), ids and weights: each row's
+    instances' used slots (weight > 0, at the front of an instance's P slots) one instance after
+    the other, so positions stay ascending; unused slots 0 with weight 0."""
+    n, p = positions.shape
+    width = plan.max_instances * p
+    used = weights > 0
+    by_row = np.lexsort((plan.slot, plan.row))
+    first = _before_in_row(used.sum(axis=1), plan.row, by_row, plan.rows)
+    src_row, src_col = np.nonzero(used)
+    dest = (plan.row[src_row], first[src_row] + src_col)
+    out_pos = np.zeros((plan.rows, width), dtype=positions.dtype)
+    out_ids = np.zeros((plan.rows, width), dtype=label_ids.dtype)
+    out_w = np.zeros((plan.rows, width), dtype=np.float32)
+    out_pos[dest] = positions[src_row, src_col] + plan.offset[src_row]
+    out_ids[dest] = label_ids[src_row, src_col]
+    out_w[dest] = weights[src_row, src_col]
+    return out_pos, out_ids, out_w
+
+
+def pack_instances(labels: np.ndarray, plan: RowPlan) -> tuple[np.ndarray, ...]:
+    """(rows, K) ``next_sentence_labels``, ``next_sentence_weights`` and ``cls_positions``."""
+    shape = (plan.rows, plan.max_instances)
+    out_labels = np.zeros(shape, dtype=np.int32)
+    out_weights = np.zeros(shape, dtype=np.float32)
+    cls = np.zeros(shape, dtype=np.int32)
+    out_labels[plan.row, plan.slot] = np.asarray(labels).reshape(-1)
+    out_weights[plan.row, plan.slot] = 1.0
+    cls[plan.row, plan.slot] = plan.offset
+    return out_labels, out_weights, cls
+
+
+@dataclass(frozen=True)
+class PackedColumns:
+    """The packed rows' int features (``ints``) and float features (``floats``), each in
+    ``transforms.features`` order, ready for ``transforms.framed_examples.frame_examples``."""
+
+    ints: dict[str, np.ndarray]
+    floats: dict[str, np.ndarray]
+
+    @property
+    def rows(self) -> int:
+        return len(self.ints["input_ids"])
+
+
+def packed_columns(
+    *,
+    input_ids: np.ndarray,
+    segment_ids: np.ndarray,
+    lengths: np.ndarray,
+    next_sentence_labels: np.ndarray,
+    plan: RowPlan,
+    masked: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+    word_starts: np.ndarray | None = None,
+) -> PackedColumns:
+    """The packed features of unpacked instances (n, L) laid out by ``plan``: static rows when
+    ``masked`` (their positions, label ids and weights, (n, P)) is given, else unmasked rows
+    with ``word_starts``."""
+    seq_len = input_ids.shape[1]
+    position_ids, instance_ids, input_mask = token_layout(lengths, plan, seq_len)
+    ints = {
+        "input_ids": pack_tokens(input_ids, lengths, plan),
+        "input_mask": input_mask,
+        "segment_ids": pack_tokens(segment_ids, lengths, plan),
+        "position_ids": position_ids,
+        "instance_ids": instance_ids,
+    }
+    floats: dict[str, np.ndarray] = {}
+    if masked is not None:
+        positions, ids, weights = pack_predictions(*masked, plan)
+        ints["masked_lm_positions"] = positions
+        ints["masked_lm_ids"] = ids
+        floats["masked_lm_weights"] = weights
+    else:
+        if word_starts is None:
+            raise ValueError("unmasked packed rows need word_starts")
+        ints["word_starts"] = pack_tokens(word_starts, lengths, plan)
+    labels, nsp_weights, cls = pack_instances(next_sentence_labels, plan)
+    ints["next_sentence_labels"] = labels
+    ints["cls_positions"] = cls
+    floats["next_sentence_weights"] = nsp_weights
+    return PackedColumns(ints, floats)
+
+
+def unpack_row(row: dict[str, np.ndarray], max_predictions_per_seq: int) -> list[dict]:
+    """The instances of one decoded packed row, each as the unpacked record it stands for
+    (``transforms.features.FEATURES`` or ``UNMASKED_FEATURES`` at the row's length ``L``;
+    ``max_predictions_per_seq`` slots each): the inverse of ``packed_columns``.
+
+    Instances are found by ``next_sentence_weights`` and ``cls_positions``; a row that breaks
+    the packed layout raises ValueError (``bertprep validate`` reports such rows)."""
+    ids = np.asarray(row["input_ids"])
+    seq_len = len(ids)
+    instance_ids = np.asarray(row["instance_ids"])
+    weights = np.asarray(row["next_sentence_weights"])
+    count = int((weights > 0).sum())
+    if not (weights[:count] > 0).all():
+        raise ValueError("next_sentence_weights: a used instance slot after an unused one")
+    out = []
+    for slot in range(count):
+        start = int(row["cls_positions"][slot])
+        members = np.flatnonzero(instance_ids == slot + 1)
+        if not len(members) or members[0] != start or members[-1] - start + 1 != len(members):
+            raise ValueError(f"instance {slot + 1}: its tokens are not one run from its [CLS]")
+        n = len(members)
+        one: dict[str, np.ndarray] = {}
+        for name in ("input_ids", "input_mask", "segment_ids", "word_starts"):
+            if name in row:
+                padded = np.zeros(seq_len, dtype=np.int64)
+                padded[:n] = np.asarray(row[name])[start : start + n]
+                one[name] = padded
+        if "masked_lm_positions" in row:
+            positions = np.asarray(row["masked_lm_positions"])
+            used = np.asarray(row["masked_lm_weights"]) > 0
+            mine = used & (positions >= start) & (positions < start + n)
+            if mine.sum() > max_predictions_per_seq:
+                raise ValueError(f"instance {slot + 1}: more than {max_predictions_per_seq} masks")
+            k = int(mine.sum())
+            for name, values in (
+                ("masked_lm_positions", positions[mine] - start),
+                ("masked_lm_ids", np.asarray(row["masked_lm_ids"])[mine]),
+            ):
+                padded = np.zeros(max_predictions_per_seq, dtype=np.int64)
+                padded[:k] = values
+                one[name] = padded
+            w = np.zeros(max_predictions_per_seq, dtype=np.float32)
+            w[:k] = 1.0
+            one["masked_lm_weights"] = w
+        one["next_sentence_labels"] = np.array([int(row["next_sentence_labels"][slot])])
+        out.append(one)
+    return out
