@@ -36,26 +36,39 @@ class RecordSizes:
     max_predictions_per_seq: int
     masking: str = STATIC
     input_mode: str = SENTENCE_PAIRS
+    max_instances_per_row: int = 0
+    """Packed rows of up to this many instances (``transforms.features.PACKED_FEATURES``);
+    0: one instance per row."""
+
+    @property
+    def packed(self) -> bool:
+        return self.max_instances_per_row > 0
 
     @property
     def features(self):
         """The features a record of this kind has."""
-        return features_of(self.masking, self.input_mode)
+        return features_of(self.masking, self.input_mode, self.packed)
 
     def lengths(self) -> dict[str, int]:
         """Name → fixed length of every feature of this kind."""
         return kind_lengths(
-            self.max_seq_length, self.max_predictions_per_seq, self.masking, self.input_mode
+            self.max_seq_length,
+            self.max_predictions_per_seq,
+            self.masking,
+            self.input_mode,
+            self.max_instances_per_row,
         )
 
     @classmethod
     def from_manifest(cls, manifest: dict) -> RecordSizes:
         """The sizes and kind a bertprep manifest states (older manifests: static pairs)."""
+        packing = manifest.get("packing") or {}
         return cls(
             int(manifest["max_seq_length"]),
             int(manifest["max_predictions_per_seq"]),
             manifest.get("masking", STATIC),
             manifest.get("input_mode", SENTENCE_PAIRS),
+            int(packing.get("max_instances_per_row", 0)),
         )
 
 

@@ -208,6 +208,11 @@ def sizes_of_first_record(first: FirstRecord) -> RecordSizes:
             "beside them (it says how to mask them)"
         )
     f = first.features
+    if "instance_ids" in f:
+        raise ShardPathError(
+            f"{first.shard}: packed rows (several instances per row) need the manifest.json "
+            "written beside them (it says how many prediction slots each instance has)"
+        )
     return RecordSizes(
         len(f["input_ids"]),
         len(f["masked_lm_positions"]),
@@ -248,9 +253,15 @@ def settle_sizes(
             ),
         )
     kinds = {p: RecordSizes.from_manifest(m) for p, m in stating.items()}
-    if len({(k.masking, k.input_mode) for k in kinds.values()}) > 1:
-        said = ", ".join(f"{p} says {k.masking}/{k.input_mode}" for p, k in kinds.items())
-        raise ShardPathError(f"the shards are of different kinds (masking/input_mode): {said}")
+    if len({(k.masking, k.input_mode, k.max_instances_per_row) for k in kinds.values()}) > 1:
+        said = ", ".join(
+            f"{p} says {k.masking}/{k.input_mode}/{k.max_instances_per_row}"
+            for p, k in kinds.items()
+        )
+        raise ShardPathError(
+            "the shards are of different kinds (masking/input_mode/instances per row, 0: "
+            f"unpacked): {said}"
+        )
     agree("max_seq_length", {p: k.max_seq_length for p, k in kinds.items()})
     agree("max_predictions_per_seq", {p: k.max_predictions_per_seq for p, k in kinds.items()})
     vocabs = {p: m.get("vocab") or {} for p, m in stating.items()}

@@ -15,6 +15,7 @@ import numpy as np
 
 from shards.files import FileAccess
 from shards.reader import BatchParser, Frames, ReadProblem, RecordSizes, open_shard, spec_problems
+from transforms.instance_packing import unpack_batch
 from transforms.kind_checks import check_kind_batch
 from transforms.record_checks import Violation
 from transforms.record_stats import ShardSetStats
@@ -48,6 +49,7 @@ def check_batch(batch: dict, ids: SpecialIds, shard: str, first: int, request: S
         request.sizes.masking,
         request.sizes.input_mode,
         is_continuation=request.is_continuation,
+        max_predictions_per_seq=request.sizes.max_predictions_per_seq,
     )
 
 
@@ -66,6 +68,18 @@ def for_statistics(batch: dict, sizes: RecordSizes) -> dict:
         out.setdefault(name, np.zeros((n, p), dtype))
     out.setdefault("next_sentence_labels", np.zeros((n, 1), np.int64))
     return out
+
+
+def add_statistics(stats: ShardSetStats, batch: dict, sizes: RecordSizes, shard: str) -> None:
+    """Adds a parsed batch to ``stats``; packed rows as their instances, unpacked
+    (``transforms.instance_packing.unpack_batch``; rows that break the layout are left out of
+    the figures, ``validate`` names them), with the number of instances per row."""
+    if not sizes.packed:
+        stats.update(for_statistics(batch, sizes), shard)
+        return
+    unpacked = unpack_batch(batch, sizes.max_predictions_per_seq)
+    per_row = np.bincount(unpacked.row, minlength=len(batch["input_ids"]))
+    stats.update(for_statistics(unpacked.features, sizes), shard, instances_per_row=per_row)
 
 
 @dataclass
@@ -87,7 +101,10 @@ def scan_shard(shard: str, request: ScanRequest) -> ShardScan:
     result = ShardScan(shard)
     if request.stats_ids is not None:
         result.stats = ShardSetStats(
-            request.sizes.max_seq_length, request.sizes.max_predictions_per_seq, request.stats_ids
+            request.sizes.max_seq_length,
+            request.sizes.max_predictions_per_seq,
+            request.stats_ids,
+            max_instances_per_row=request.sizes.max_instances_per_row,
         )
     pending: list[bytes] = []
     first = 0
@@ -116,13 +133,13 @@ def scan_shard(shard: str, request: ScanRequest) -> ShardScan:
                     for v in check_batch(single, request.check_ids, shard, index, request):
                         _add(result, request, v)
             if batch is not None and result.stats is not None:
-                result.stats.update(for_statistics(batch, request.sizes), shard)
+                add_statistics(result.stats, batch, request.sizes, shard)
         else:
             if request.check_ids is not None:
                 for v in check_batch(batch, request.check_ids, shard, first, request):
                     _add(result, request, v)
             if result.stats is not None:
-                result.stats.update(for_statistics(batch, request.sizes), shard)
+                add_statistics(result.stats, batch, request.sizes, shard)
         first += len(pending)
         pending.clear()
 

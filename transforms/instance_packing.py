@@ -191,50 +191,120 @@ def packed_columns(
     return PackedColumns(ints, floats)
 
 
-def unpack_row(row: dict[str, np.ndarray], max_predictions_per_seq: int) -> list[dict]:
-    """The instances of one decoded packed row, each as the unpacked record it stands for
-    (``transforms.features.FEATURES`` or ``UNMASKED_FEATURES`` at the row's length ``L``;
-    ``max_predictions_per_seq`` slots each): the inverse of ``packed_columns``.
+def unpack_row(row: dict, max_predictions_per_seq: int) -> list[dict[str, np.ndarray]]:
+    """The instances of one decoded packed row (feature → values), each as the unpacked record
+    it stands for (``transforms.features.FEATURES`` or ``UNMASKED_FEATURES`` at the row's length;
+    ``max_predictions_per_seq`` slots each): the inverse of ``packed_columns``. A row that breaks
+    the packed layout raises ValueError saying how (``unpack_batch`` finds the same)."""
+    unpacked = unpack_batch({k: np.asarray([v]) for k, v in row.items()}, max_predictions_per_seq)
+    if unpacked.broken:
+        raise ValueError(unpacked.broken[0])
+    features = unpacked.features
+    return [{name: a[i] for name, a in features.items()} for i in range(len(unpacked.row))]
 
-    Instances are found by ``next_sentence_weights`` and ``cls_positions``; a row that breaks
-    the packed layout raises ValueError (``bertprep validate`` reports such rows)."""
-    ids = np.asarray(row["input_ids"])
-    seq_len = len(ids)
-    instance_ids = np.asarray(row["instance_ids"])
-    weights = np.asarray(row["next_sentence_weights"])
-    count = int((weights > 0).sum())
-    if not (weights[:count] > 0).all():
-        raise ValueError("next_sentence_weights: a used instance slot after an unused one")
-    out = []
-    for slot in range(count):
-        start = int(row["cls_positions"][slot])
-        members = np.flatnonzero(instance_ids == slot + 1)
-        if not len(members) or members[0] != start or members[-1] - start + 1 != len(members):
-            raise ValueError(f"instance {slot + 1}: its tokens are not one run from its [CLS]")
-        n = len(members)
-        one: dict[str, np.ndarray] = {}
-        for name in ("input_ids", "input_mask", "segment_ids", "word_starts"):
-            if name in row:
-                padded = np.zeros(seq_len, dtype=np.int64)
-                padded[:n] = np.asarray(row[name])[start : start + n]
-                one[name] = padded
-        if "masked_lm_positions" in row:
-            positions = np.asarray(row["masked_lm_positions"])
-            used = np.asarray(row["masked_lm_weights"]) > 0
-            mine = used & (positions >= start) & (positions < start + n)
-            if mine.sum() > max_predictions_per_seq:
-                raise ValueError(f"instance {slot + 1}: more than {max_predictions_per_seq} masks")
-            k = int(mine.sum())
-            for name, values in (
-                ("masked_lm_positions", positions[mine] - start),
-                ("masked_lm_ids", np.asarray(row["masked_lm_ids"])[mine]),
-            ):
-                padded = np.zeros(max_predictions_per_seq, dtype=np.int64)
-                padded[:k] = values
-                one[name] = padded
-            w = np.zeros(max_predictions_per_seq, dtype=np.float32)
-            w[:k] = 1.0
-            one["masked_lm_weights"] = w
-        one["next_sentence_labels"] = np.array([int(row["next_sentence_labels"][slot])])
-        out.append(one)
-    return out
+
+@dataclass(frozen=True)
+class UnpackedBatch:
+    """The instances of a batch of packed rows as unpacked records (``features``: (M, width)
+    arrays of the unpacked kind), the row each came from (``row``: (M,)), and the rows whose
+    layout is broken (``broken``: row index → why; their instances are left out)."""
+
+    features: dict[str, np.ndarray]
+    row: np.ndarray
+    broken: dict[int, str]
+
+
+def unpack_batch(batch: dict[str, np.ndarray], max_predictions_per_seq: int) -> UnpackedBatch:
+    """``unpack_row`` over a batch of packed rows, vectorized: (N, width) arrays of the packed
+    kind → the instances as (M, width) arrays of the unpacked kind (static when the batch has
+    prediction slots, else unmasked with ``word_starts``)."""
+    ids = np.asarray(batch["input_ids"])
+    n, seq_len = ids.shape
+    p = max_predictions_per_seq
+    instance_ids = np.asarray(batch["instance_ids"]).astype(np.int64)
+    nsw = np.asarray(batch["next_sentence_weights"])
+    cls = np.asarray(batch["cls_positions"]).astype(np.int64)
+    k = nsw.shape[1]
+    broken: dict[int, str] = {}
+
+    def fail(rows: np.ndarray, why: str) -> None:
+        for r in rows.tolist():
+            broken.setdefault(int(r), why)
+
+    used = nsw > 0
+    fail(
+        np.flatnonzero((used[:, 1:] & ~used[:, :-1]).any(axis=1)),
+        "an instance slot after an unused one",
+    )
+    fail(
+        np.flatnonzero(((instance_ids < 0) | (instance_ids > k)).any(axis=1)),
+        f"instance_ids outside [0, {k}]",
+    )
+    fail(
+        np.flatnonzero(((cls < 0) | (cls >= seq_len)).any(axis=1)), "cls_positions outside the row"
+    )
+    counts = np.zeros((n, k + 1), dtype=np.int64)
+    np.add.at(counts, (np.repeat(np.arange(n), seq_len), np.clip(instance_ids, 0, k).ravel()), 1)
+    lengths_by_slot = counts[:, 1:]
+    fail(
+        np.flatnonzero((used != (lengths_by_slot > 0)).any(axis=1)),
+        "instance_ids and next_sentence_weights name different instances",
+    )
+    rows, slots = np.nonzero(used)
+    start = np.clip(cls[rows, slots], 0, seq_len - 1)
+    length = lengths_by_slot[rows, slots]
+    cols = np.arange(seq_len)
+    inside = cols[None, :] < length[:, None]
+    src = np.minimum(start[:, None] + cols[None, :], seq_len - 1)
+    runs = (instance_ids[rows[:, None], src] == (slots + 1)[:, None]) | ~inside
+    fail(
+        np.unique(rows[~runs.all(axis=1) | (start + length > seq_len)]),
+        "an instance's tokens are not one run from its [CLS]",
+    )
+    keep = ~np.isin(rows, np.fromiter(broken, dtype=np.int64, count=len(broken)))
+    rows, slots, start, length, inside, src = (
+        a[keep] for a in (rows, slots, start, length, inside, src)
+    )
+    m = len(rows)
+    out: dict[str, np.ndarray] = {}
+    for name in ("input_ids", "input_mask", "segment_ids", "word_starts"):
+        if name in batch:
+            column = np.asarray(batch[name]).astype(np.int64)
+            out[name] = np.where(inside, column[rows[:, None], src], 0)
+    if "masked_lm_positions" in batch:
+        positions = np.asarray(batch["masked_lm_positions"]).astype(np.int64)
+        label_ids = np.asarray(batch["masked_lm_ids"]).astype(np.int64)
+        weights = np.asarray(batch["masked_lm_weights"])
+        index = np.full((n, k), -1, dtype=np.int64)
+        index[rows, slots] = np.arange(m)
+        r_slot, c_slot = np.nonzero(weights > 0)
+        owner_slot = instance_ids[r_slot, np.clip(positions[r_slot, c_slot], 0, seq_len - 1)] - 1
+        owner = np.where(owner_slot >= 0, index[r_slot, np.clip(owner_slot, 0, k - 1)], -1)
+        stray = owner < 0
+        fail(
+            np.unique(r_slot[stray & (index[r_slot].max(axis=1) >= 0)]),
+            "a masked position outside every instance",
+        )
+        owner, r_slot, c_slot = owner[~stray], r_slot[~stray], c_slot[~stray]
+        order = np.lexsort((c_slot, owner))
+        owner, r_slot, c_slot = owner[order], r_slot[order], c_slot[order]
+        firsts = np.searchsorted(owner, owner, side="left")
+        rank = np.arange(len(owner)) - firsts
+        over = rank >= p
+        fail(np.unique(r_slot[over]), f"an instance with more than {p} masked positions")
+        ok = ~over
+        owner, r_slot, c_slot, rank = owner[ok], r_slot[ok], c_slot[ok], rank[ok]
+        out_pos = np.zeros((m, p), dtype=np.int64)
+        out_ids = np.zeros((m, p), dtype=np.int64)
+        out_w = np.zeros((m, p), dtype=np.float32)
+        out_pos[owner, rank] = positions[r_slot, c_slot] - start[owner]
+        out_ids[owner, rank] = label_ids[r_slot, c_slot]
+        out_w[owner, rank] = weights[r_slot, c_slot]
+        out["masked_lm_positions"], out["masked_lm_ids"] = out_pos, out_ids
+        out["masked_lm_weights"] = out_w
+    out["next_sentence_labels"] = np.asarray(batch["next_sentence_labels"])[rows, slots][:, None]
+    if broken:
+        keep = ~np.isin(rows, np.fromiter(broken, dtype=np.int64, count=len(broken)))
+        out = {name: a[keep] for name, a in out.items()}
+        rows = rows[keep]
+    return UnpackedBatch(out, rows, broken)

@@ -67,6 +67,7 @@ class ShardSetStats:
         max_predictions_per_seq: int,
         ids: SpecialIds | None = None,
         top_k: int = 20,
+        max_instances_per_row: int = 0,
     ) -> None:
         if max_seq_length < 1:
             raise ValueError(f"max_seq_length must be at least 1, got {max_seq_length}")
@@ -80,6 +81,10 @@ class ShardSetStats:
         self.max_predictions_per_seq = max_predictions_per_seq
         self.ids = ids if ids is not None else GOOGLE_IDS
         self.top_k = top_k
+        self.max_instances_per_row = max_instances_per_row
+        self.instances_per_row_histogram = np.zeros(max_instances_per_row + 1, dtype=np.int64)
+        """Packed shards: rows by the number of instances they hold (records then count
+        instances, every figure per instance; ``records_per_shard`` counts rows)."""
 
         length_bins = max_seq_length + 1
         self.records_per_shard: dict[str, int] = {}
@@ -130,17 +135,30 @@ class ShardSetStats:
             arrays[name] = array
         return arrays
 
-    def update(self, batch: Mapping[str, np.ndarray], shard: str) -> None:
+    def update(
+        self,
+        batch: Mapping[str, np.ndarray],
+        shard: str,
+        instances_per_row: np.ndarray | None = None,
+    ) -> None:
         """Adds one batch of records read from ``shard`` (feature name → ``(N, width)`` array).
 
+        Packed shards: ``batch`` holds the instances of a batch of rows, unpacked, and
+        ``instances_per_row`` how many each row held (``records_per_shard`` counts rows).
         A batch that fails a check (missing feature, wrong shape, position out of range,
         negative id) raises ValueError and leaves the accumulator unchanged.
         """
         arrays = self._arrays(batch)
         input_ids = arrays["input_ids"]
         n, seq_len = input_ids.shape
+        rows = n
+        if instances_per_row is not None:
+            rows = len(instances_per_row)
+            self.instances_per_row_histogram += np.bincount(
+                instances_per_row, minlength=self.max_instances_per_row + 1
+            )
         if n == 0:
-            self.records_per_shard[shard] = self.records_per_shard.get(shard, 0)
+            self.records_per_shard[shard] = self.records_per_shard.get(shard, 0) + rows
             return
 
         real = arrays["input_mask"] != 0
@@ -184,7 +202,7 @@ class ShardSetStats:
         well_formed = (original[:, 0] == self.ids.cls_id) & (sep_count == 2) & (last == lengths - 1)
 
         # Every check passed: commit.
-        self.records_per_shard[shard] = self.records_per_shard.get(shard, 0) + n
+        self.records_per_shard[shard] = self.records_per_shard.get(shard, 0) + rows
         self.length_histogram += np.bincount(lengths, minlength=seq_len + 1)
         self.is_next_records += int(np.count_nonzero(arrays["next_sentence_labels"] == IS_NEXT))
         self.predictions_histogram += np.bincount(
@@ -206,6 +224,7 @@ class ShardSetStats:
             other.max_seq_length != self.max_seq_length
             or other.max_predictions_per_seq != self.max_predictions_per_seq
             or other.ids != self.ids
+            or other.max_instances_per_row != self.max_instances_per_row
         ):
             raise ValueError(
                 "cannot merge statistics of different record sizes or special ids: "
@@ -215,6 +234,7 @@ class ShardSetStats:
         for shard, count in other.records_per_shard.items():
             self.records_per_shard[shard] = self.records_per_shard.get(shard, 0) + count
         self.is_next_records += other.is_next_records
+        self.instances_per_row_histogram += other.instances_per_row_histogram
         self.length_histogram += other.length_histogram
         self.predictions_histogram += other.predictions_histogram
         self.split_counts += other.split_counts
@@ -246,6 +266,7 @@ class ShardSetStats:
             dict(sorted(self.records_per_shard.items())),
             self.is_next_records,
             self.malformed_records,
+            tuple(int(v) for v in self.instances_per_row_histogram),
             *(
                 tuple(int(v) for v in array)
                 for array in (
@@ -286,7 +307,8 @@ class ShardSetStats:
         records = self.records
         lengths = np.arange(seq_len + 1)
         real_tokens = int(np.dot(lengths, self.length_histogram))
-        token_slots = records * seq_len
+        rows = sum(self.records_per_shard.values()) if self.max_instances_per_row else records
+        token_slots = rows * seq_len
         used_slots = int(self.split_counts.sum())
         unk_id = self.ids.unk_id
         unk_tokens = None
@@ -326,6 +348,15 @@ class ShardSetStats:
             "segment_a_length": _distribution(self.segment_a_histogram),
             "segment_b_length": _distribution(self.segment_b_histogram),
             "malformed_records": self.malformed_records,
+            "packing": {
+                "max_instances_per_row": self.max_instances_per_row,
+                "rows": rows,
+                "instances_per_row": _distribution(self.instances_per_row_histogram),
+                "efficiency": _ratio(real_tokens, token_slots),
+                "rows_saved_factor": _ratio(records, rows),
+            }
+            if self.max_instances_per_row
+            else None,
         }
 
 

@@ -22,6 +22,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(run=run)
 
 
+def instances_of(features: dict, sizes) -> list[dict]:
+    """The record's instances: itself, or each instance of a packed row, unpacked (a row that
+    breaks the packed layout raises ValueError)."""
+    if not sizes.packed:
+        return [features]
+    from transforms.instance_packing import unpack_row
+
+    return [
+        {name: values.tolist() for name, values in one.items()}
+        for one in unpack_row(features, sizes.max_predictions_per_seq)
+    ]
+
+
 def run(args: argparse.Namespace, extra: list[str]) -> int:
     from shards.reader import Frames, open_shard
     from transforms.example_encoding import decode_example
@@ -43,7 +56,10 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
                 if global_index in wanted:
                     try:
                         features = decode_example(data)
-                        description = describe_record(features, shard_set.tokens, ids)
+                        descriptions = [
+                            describe_record(one, shard_set.tokens, ids)
+                            for one in instances_of(features, shard_set.sizes)
+                        ]
                     except (ValueError, KeyError, IndexError) as e:
                         print(
                             f"{shard}: record {index} at byte {offset}: not a pretraining "
@@ -52,11 +68,16 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
                         )
                         status = 1
                     else:
-                        description |= {"shard": shard, "record": index, "index": global_index}
-                        if args.json:
-                            print(json.dumps(description, ensure_ascii=False))
-                        else:
+                        where = {"shard": shard, "record": index, "index": global_index}
+                        packed = shard_set.sizes.packed
+                        if args.json and packed:
+                            print(json.dumps(where | {"instances": descriptions}))
+                        elif args.json:
+                            print(json.dumps(descriptions[0] | where, ensure_ascii=False))
+                        for k, description in enumerate(descriptions if not args.json else []):
                             title = f"#{global_index}  {shard} record {index}"
+                            if packed:
+                                title += f", instance {k + 1} of {len(descriptions)}"
                             print(render_record(description, title) + "\n")
                     shown += 1
                 global_index += 1

@@ -122,6 +122,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                 "probability of a shorter target length (random in [2, max])",
                 {"aliases": ["--short_seq_prob"]},
             ),
+            "pack_instances": "up to K sentence-pair instances per row, end to end, each with its "
+            "own masks and NSP label (rows by first-fit-decreasing; the trainer attends within "
+            "each instance); 0: one padded instance per row",
             "seed": ("seed of every random choice", {"aliases": ["--random_seed"]}),
             "whole_word_mask": "mask whole words",
             "allow_prediction_cap": "accept a --max-predictions-per-seq below "
@@ -277,6 +280,12 @@ def format_summary(manifest: dict) -> str:
         ("sentences", t["sentences"]),
         ("tokens", t["tokens"]),
         ("instances", t["instances"]),
+        *(
+            [("rows (packed)", f"{t['rows']:,}, {t['instances_per_row']} instances per row")]
+            if manifest.get("packing")
+            else []
+        ),
+        ("padding", t.get("padding_fraction")),
         ("masking", manifest.get("masking", "static")),
         ("input mode", manifest.get("input_mode", "sentence-pairs")),
         ("IsNext ratio", t["is_next_ratio"]),

@@ -69,6 +69,21 @@ def _kind_rows(report: dict) -> list[tuple[str, object]]:
     return rows
 
 
+def _packing_rows(report: dict) -> list[tuple[str, str]]:
+    """Packed shards: rows, instances per row and how full the rows are ("records" below then
+    counts instances, and every figure is per instance)."""
+    packing = report.get("packing")
+    if not packing:
+        return []
+    per_row = packing["instances_per_row"]
+    histogram = ", ".join(f"{k}: {c:,}" for k, c in enumerate(per_row["histogram"]) if c and k)
+    return [
+        ("packed rows", f"{packing['rows']:,} (up to {packing['max_instances_per_row']} each)"),
+        ("instances per row (mean; rows by count)", f"{_num(per_row['mean'])} ({histogram})"),
+        ("packing efficiency (real tokens / slots)", _pct(packing["efficiency"])),
+    ]
+
+
 def print_report(report: dict) -> None:
     lengths = report["length"]
     ml = report["masked_lm_split"]
@@ -77,7 +92,8 @@ def print_report(report: dict) -> None:
         "shards",
         [
             *_kind_rows(report),
-            ("records", f"{report['records']:,}"),
+            *_packing_rows(report),
+            ("instances" if report.get("packing") else "records", f"{report['records']:,}"),
             ("shards", len(report["records_per_shard"])),
             (
                 "IsNext ratio",

@@ -58,6 +58,7 @@ from transforms.features import (
     INPUT_MODES,
     MANIFEST,
     MASKINGS,
+    PACKING_STRATEGY,
     SENTENCE_PAIRS,
     STATIC,
     features_of,
@@ -143,6 +144,11 @@ class InstancesJobConfig:
     with its own ``random.Random(seed)`` and its own output files: ``one`` (every input, as one
     command line of the script), ``per-file`` (one run per input file, as MLPerf runs its 500
     parts) or ``per-input`` (one run per ``--input`` pattern)."""
+    pack_instances: int = 0
+    """Up to this many sentence-pair instances per row, laid end to end, each with its own masks
+    and NSP label (``transforms.features.PACKED_FEATURES``; rows chosen by first-fit-decreasing
+    within each batch of instances, ``transforms.instance_packing``); 0: one instance per row,
+    padded to ``max_seq_length`` as google-research/bert writes them."""
     pretokenized: bool = False
     """``inputs`` are token index files (``tokens-*.index.parquet``, ``pipeline.files.token_files``)
     written with the same vocab and casing by ``bertprep run``'s tokenize stage: documents are
@@ -165,6 +171,7 @@ class InstancesJobConfig:
             seed=self.seed,
             masking_kind=self.masking,
             input_mode=self.input_mode,
+            pack_instances=self.pack_instances,
         )
 
 
@@ -191,6 +198,8 @@ _SETTING_FIELDS = (
     "masked_lm_prob",
     "short_seq_prob",
     "dupe_factor",
+    "pack_instances",
+    "input_mode",
 )
 
 
@@ -592,12 +601,22 @@ def record_description(config: InstancesJobConfig, vocab: Vocab) -> dict:
         "features": {
             f.name: {
                 "dtype": f.dtype,
-                "length": f.length(config.max_seq_length, config.max_predictions_per_seq),
+                "length": f.length(
+                    config.max_seq_length,
+                    config.max_predictions_per_seq,
+                    max(1, config.pack_instances),
+                ),
             }
-            for f in features_of(config.masking, config.input_mode)
+            for f in features_of(config.masking, config.input_mode, config.pack_instances > 0)
         },
         "max_seq_length": config.max_seq_length,
         "max_predictions_per_seq": config.max_predictions_per_seq,
+        "packing": {
+            "max_instances_per_row": config.pack_instances,
+            "strategy": PACKING_STRATEGY,
+        }
+        if config.pack_instances
+        else None,
         "vocab": {
             "path": config.vocab if "://" in config.vocab else os.path.abspath(config.vocab),
             "sha256": vocab.sha256,
@@ -623,7 +642,8 @@ def build_manifest(
     elapsed_s: float,
 ) -> dict:
     """The manifest: config, vocab and tokenizer, inputs, shards, totals, skips and why."""
-    instances = sum(s["records"] for s in shards)
+    rows = sum(s["records"] for s in shards)
+    instances = stats.get("instances", 0) if config.pack_instances else rows
     pairs = stats.get("pairs", 0)
     is_next = pairs - stats.get("random_next", 0)
     predictions = stats.get("masked_lm_predictions", 0)
@@ -669,10 +689,12 @@ def build_manifest(
             "mean_predictions_per_instance": round(predictions / instances, 4)
             if instances
             else None,
+            "rows": rows,
+            "instances_per_row": round(instances / rows, 4) if rows else None,
             "padding_fraction": round(
-                stats.get("padding_tokens", 0) / (instances * config.max_seq_length), 6
+                stats.get("padding_tokens", 0) / (rows * config.max_seq_length), 6
             )
-            if instances
+            if rows
             else None,
         },
         "skipped": skipped,
@@ -841,15 +863,16 @@ def _finish(
 
     counters = _counter_values(result, label)
     written = sum(s["records"] for s in shards)
+    made = "packed_rows" if config.pack_instances else "instances"
     if len(shards) != config.num_shards:
         raise ReconciliationError(f"expected {config.num_shards} shards, found {len(shards)}")
-    if written != stats.get("instances", 0):
+    if written != stats.get(made, 0):
         raise ReconciliationError(
-            f"instances created ({stats.get('instances', 0)}) != records in shards ({written})"
+            f"{made} created ({stats.get(made, 0)}) != records in shards ({written})"
         )
-    if counters and counters.get("instances", 0) != written:
+    if counters and counters.get(made, 0) != written:
         raise ReconciliationError(
-            f"Beam counter instances={counters.get('instances', 0)} != records in shards ({written})"
+            f"Beam counter {made}={counters.get(made, 0)} != records in shards ({written})"
         )
     sizes = [s["records"] for s in shards]
     if max(sizes) - min(sizes) > 1:
