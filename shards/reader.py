@@ -39,6 +39,8 @@ class RecordSizes:
     max_instances_per_row: int = 0
     """Packed rows of up to this many instances (``transforms.features.PACKED_FEATURES``);
     0: one instance per row."""
+    max_predictions_per_row: int | None = None
+    """Packed rows: their prediction slots (``transforms.features.packed_prediction_slots``)."""
 
     @property
     def packed(self) -> bool:
@@ -57,6 +59,7 @@ class RecordSizes:
             self.masking,
             self.input_mode,
             self.max_instances_per_row,
+            self.max_predictions_per_row,
         )
 
     @classmethod
@@ -69,6 +72,7 @@ class RecordSizes:
             manifest.get("masking", STATIC),
             manifest.get("input_mode", SENTENCE_PAIRS),
             int(packing.get("max_instances_per_row", 0)),
+            packing.get("max_predictions_per_row"),
         )
 
 

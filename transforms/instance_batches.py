@@ -22,6 +22,7 @@ from transforms.features import (
     check_kind,
     check_packable,
     has_nsp,
+    packed_prediction_slots,
 )
 from transforms.framed_examples import FramedRecords, frame_columns, frame_examples
 from transforms.instance_packing import RowPlan, packed_columns, plan_rows
@@ -69,6 +70,16 @@ class InstanceSettings:
     pack_instances: int = 0
     """Up to this many instances per row (``transforms.instance_packing``, the packed layout of
     ``transforms.features.PACKED_FEATURES``); 0: one instance per row, padded."""
+
+    @property
+    def prediction_slots_per_row(self) -> int:
+        """Prediction slots of a packed row (``transforms.features.packed_prediction_slots``)."""
+        return packed_prediction_slots(
+            self.pairs.max_seq_length,
+            self.masking.max_predictions_per_seq,
+            self.pack_instances,
+            self.masking.masked_lm_prob,
+        )
 
     def __post_init__(self) -> None:
         check_kind(self.masking_kind, self.input_mode)
@@ -182,8 +193,9 @@ def frame_packed(
             next_sentence_labels=packed.next_sentence_labels,
             plan=plan,
             masked=(masked.positions, masked.label_ids, masked.weights),
+            prediction_slots=settings.prediction_slots_per_row,
         )
-        return frame_examples(columns.ints, columns.floats)
+        return columns.framed()
     ints = {
         "input_ids": masked.input_ids,
         "input_mask": input_mask,
@@ -278,8 +290,9 @@ def frame_static_spans(
                 ints[:, 3 * seq_len + p : 3 * seq_len + 2 * p],
                 rows.weights,
             ),
+            prediction_slots=settings.prediction_slots_per_row,
         )
-        return frame_examples(columns.ints, columns.floats)
+        return columns.framed()
     widths = rows.int_widths(seq_len, p)
     names = list(STATIC_INT_FEATURES[: len(widths)])
     bounds = np.concatenate(([0], np.cumsum(widths)))
@@ -330,7 +343,7 @@ def _encode_unmasked(
             plan=plan,
             word_starts=starts,
         )
-        return frame_examples(columns.ints, columns.floats)
+        return columns.framed()
     ints = {
         "input_ids": ids,
         "input_mask": input_mask,

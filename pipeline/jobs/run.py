@@ -411,6 +411,8 @@ def run_all(
             t = manifest["totals"]
             results[name][side] = {
                 "instances": t["instances"],
+                "rows": t.get("rows", t["instances"]),
+                "packed": bool(manifest.get("packing")),
                 "shards": len(manifest["shards"]),
                 "is_next_ratio": t["is_next_ratio"],
                 "pairs": manifest["counts"].get("pairs", 0),
@@ -543,8 +545,9 @@ def format_summary(summary: dict) -> str:
                 r = row[side]
                 is_next, note = _is_next(r)
                 noted = noted or note
+                rows = f" ({r['rows']:,} packed rows)" if r.get("packed") else ""
                 lines.append(
-                    f"  {row['phase']}/{side}: {_plural(r['instances'], 'instance')} in "
+                    f"  {row['phase']}/{side}: {_plural(r['instances'], 'instance')}{rows} in "
                     f"{_plural(r['shards'], 'shard')}, {_size(r['bytes'])}, {is_next}"
                 )
     if noted:

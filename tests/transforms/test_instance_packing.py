@@ -9,7 +9,7 @@ import pytest
 
 from tests.transforms.test_instance_batches import TABLES, records_of, run, settings
 from transforms.example_encoding import decode_example
-from transforms.features import DYNAMIC, FULL_SENTENCES, kind_lengths
+from transforms.features import DYNAMIC, FULL_SENTENCES, kind_lengths, packed_prediction_slots
 from transforms.instance_packing import plan_rows, unpack_row
 from transforms.masking import MaskingConfig
 
@@ -68,7 +68,7 @@ def test_packed_rows_hold_exactly_the_unpacked_instances(whole_word):
     ]  # same masks, NSP labels, tokens: the instances of the unpacked run, as a multiset
     got = _instances(packed, 10)
     assert sorted(map(_key, got)) == sorted(map(_key, expected))
-    lengths = kind_lengths(64, 10, max_instances=3)
+    lengths = kind_lengths(64, 10, max_instances=3, max_predictions_per_row=12)
     for r in packed:
         row = decode_example(r)
         assert {k: len(v) for k, v in row.items()} == lengths
@@ -111,3 +111,23 @@ def test_unpack_row_rejects_broken_layout():
     weights = [0.0] + list(row["next_sentence_weights"][1:])
     with pytest.raises(ValueError, match="after an unused"):
         unpack_row(dict(row, next_sentence_weights=weights), 10)
+
+
+def test_packed_prediction_slots_hold_any_k_instances():
+    from transforms.masking import prediction_budget
+
+    assert packed_prediction_slots(128, 20, 3, 0.15) == 22
+    assert packed_prediction_slots(512, 80, 3, 0.15) == 79
+    assert packed_prediction_slots(512, 20, 3, 0.15) == 60  # capped: K × P
+    assert packed_prediction_slots(10, 7, 1, 0.7) == 7  # 0.7 × 10 = 6.999...: floor 7, + 1
+    rng = np.random.default_rng(3)
+    for _ in range(2000):
+        seq_len, k = int(rng.integers(8, 600)), int(rng.integers(1, 5))
+        prob = float(rng.uniform(0.01, 0.5))
+        p = int(rng.integers(1, seq_len))
+        cuts = (
+            np.sort(rng.choice(np.arange(1, seq_len), size=k - 1, replace=False)) if k > 1 else []
+        )
+        lengths = np.diff(np.concatenate(([0], cuts, [seq_len])))
+        need = int(prediction_budget(lengths, prob, p).sum())
+        assert need <= packed_prediction_slots(seq_len, p, k, prob)

@@ -46,8 +46,12 @@ def key(one: dict) -> tuple:
 
 def test_manifest_states_the_packing(runs):
     manifest, out = runs["packed"]
-    assert manifest["packing"] == {"max_instances_per_row": 3, "strategy": "first-fit-decreasing"}
-    lengths = kind_lengths(128, 20, max_instances=3)
+    assert manifest["packing"] == {
+        "max_instances_per_row": 3,
+        "max_predictions_per_row": 22,
+        "strategy": "first-fit-decreasing",
+    }
+    lengths = kind_lengths(128, 20, max_instances=3, max_predictions_per_row=22)
     assert {k: v["length"] for k, v in manifest["features"].items()} == lengths
     t = manifest["totals"]
     rows = rows_of(out)
