@@ -66,6 +66,7 @@ def run_phases(checkout: Path, config: Path, out: Path, workers: int) -> dict:
         p[side]["instances"] * lengths[p["phase"]]
         for p in summary["phases"]
         for side in ("train", "eval")
+        if side in p
     )
     return {"wall_s": wall, "slots": slots, "slots_per_core_s": slots / (wall * workers)}
 
