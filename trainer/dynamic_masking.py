@@ -38,6 +38,8 @@ from dataclasses import dataclass
 import numpy as np
 import tensorflow as tf
 
+from transforms.features import packed_prediction_slots
+
 _GOLDEN = 0x9E3779B97F4A7C15
 _M1 = 0xBF58476D1CE4E5B9
 _M2 = 0x94D049BB133111EB
@@ -124,15 +126,98 @@ def uniforms(keys: tf.Tensor, length: int, stream: int) -> tf.Tensor:
 def mask_batch(batch: dict[str, tf.Tensor], step: tf.Tensor, spec: DynamicMasking) -> dict:
     """A parsed batch of unmasked records → the same batch with ``input_ids`` masked and
     ``masked_lm_positions``/``masked_lm_ids`` (int32) and ``masked_lm_weights`` (float32) added
-    (see the module docstring). ``step`` is the training step the batch is for."""
+    (see the module docstring). ``step`` is the training step the batch is for. Packed rows
+    (with ``instance_ids``): ``mask_packed_batch``."""
+    if "instance_ids" in batch:
+        return mask_packed_batch(batch, step, spec)
+    masked_ids, positions, labels, weights = _mask_rows(
+        tf.cast(batch["input_ids"], tf.int32),
+        tf.reduce_sum(tf.cast(batch["input_mask"], tf.int32), axis=1),
+        batch.get("word_starts"),
+        step,
+        spec,
+    )
+    out = dict(batch)
+    out["input_ids"] = masked_ids
+    out["masked_lm_positions"] = positions
+    out["masked_lm_ids"] = labels
+    out["masked_lm_weights"] = weights
+    return out
+
+
+def packed_slots(spec: DynamicMasking, seq_len: int, max_instances: int) -> int:
+    """Prediction slots of a packed row masked by ``spec``: enough for any ``max_instances``
+    instances in ``seq_len`` tokens (``transforms.features.packed_prediction_slots``)."""
+    return packed_prediction_slots(
+        seq_len, spec.max_predictions_per_seq, max_instances, spec.masked_lm_prob
+    )
+
+
+def mask_packed_batch(batch: dict[str, tf.Tensor], step: tf.Tensor, spec: DynamicMasking) -> dict:
+    """``mask_batch`` for packed rows (``transforms.features.PACKED_UNMASKED_FEATURES``): each
+    instance is masked on its own tokens exactly as it is unpacked — its tokens are taken out
+    into a row of their own (zero-padded to the row length), masked by the unpacked rule (its
+    own budget ``min(P, max(1, round(n_i * masked_lm_prob)))``, its own key from its own token
+    ids, draws indexed by position within the instance) and put back. An instance's masks
+    therefore depend on (seed, step, the instance) only, not on its row-mates, and equal the
+    masks it draws unpacked at the same step. The row's ``packed_slots`` prediction slots hold
+    the instances' predictions at their row positions, ascending, unused slots 0 with weight 0."""
     ids = tf.cast(batch["input_ids"], tf.int32)
     seq_len = ids.shape[1]
+    instance_ids = tf.cast(batch["instance_ids"], tf.int32)
+    cls = tf.cast(batch["cls_positions"], tf.int32)
+    k = cls.shape[1]
+    b = tf.shape(ids)[0]
     p = spec.max_predictions_per_seq
-    lengths = tf.reduce_sum(tf.cast(batch["input_mask"], tf.int32), axis=1)
+    m = packed_slots(spec, seq_len, k)
+    slot_ids = tf.range(1, k + 1)
+    lengths = tf.reduce_sum(
+        tf.cast(tf.equal(instance_ids[:, None, :], slot_ids[None, :, None]), tf.int32), axis=2
+    )  # (B, K)
+    col = tf.range(seq_len)
+    inside = col[None, None, :] < lengths[:, :, None]  # (B, K, L)
+    src = tf.minimum(cls[:, :, None] + col[None, None, :], seq_len - 1)
+
+    def take(feature):
+        values = tf.gather(tf.cast(feature, tf.int32), src, batch_dims=1)  # (B, K, L)
+        return tf.reshape(tf.where(inside, values, 0), [-1, seq_len])
+
+    starts = take(batch["word_starts"]) if "word_starts" in batch else None
+    masked, positions, labels, weights = _mask_rows(
+        take(ids), tf.reshape(lengths, [-1]), starts, step, spec
+    )
+    # Back into the rows: token j of instance s is token position_ids[j] of its own row.
+    owner = tf.maximum(instance_ids - 1, 0)
+    flat_row = tf.range(b)[:, None] * k + owner
+    within = tf.cast(batch["position_ids"], tf.int32)
+    back = tf.gather_nd(masked, tf.stack([flat_row, tf.minimum(within, seq_len - 1)], axis=-1))
+    masked_ids = tf.where(instance_ids > 0, back, ids)
+    # Prediction slots: each instance's (ascending) at its row offset, instances in row order,
+    # then the used ones moved to the front.
+    positions = tf.reshape(positions, [-1, k, p]) + cls[:, :, None]
+    positions = tf.reshape(positions, [-1, k * p])
+    labels = tf.reshape(labels, [-1, k * p])
+    used = tf.reshape(weights, [-1, k * p]) > 0
+    order_key = tf.where(used, positions, seq_len + tf.range(k * p)[None, :])
+    pick = tf.math.top_k(-order_key, k=m, sorted=True).indices
+    kept = tf.gather(used, pick, batch_dims=1)
+    out = dict(batch)
+    out["input_ids"] = masked_ids
+    out["masked_lm_positions"] = tf.where(kept, tf.gather(positions, pick, batch_dims=1), 0)
+    out["masked_lm_ids"] = tf.where(kept, tf.gather(labels, pick, batch_dims=1), 0)
+    out["masked_lm_weights"] = tf.cast(kept, tf.float32)
+    return out
+
+
+def _mask_rows(ids, lengths, word_starts, step, spec: DynamicMasking):
+    """The unpacked rule on rows of ``ids`` (B, L) whose first ``lengths`` (B,) tokens are
+    real: (masked ids, positions, label ids (B, P) int32, weights (B, P) float32)."""
+    seq_len = ids.shape[1]
+    p = spec.max_predictions_per_seq
     in_row = tf.range(seq_len)[None, :] < lengths[:, None]
     candidate = in_row & tf.not_equal(ids, spec.cls_id) & tf.not_equal(ids, spec.sep_id)
     if spec.whole_word_mask:
-        starts = candidate & tf.not_equal(tf.cast(batch["word_starts"], tf.int32), 0)
+        starts = candidate & tf.not_equal(tf.cast(word_starts, tf.int32), 0)
         # A candidate right after a non-candidate always starts a word (flags or not).
         previous = tf.pad(candidate[:, :-1], [[0, 0], [1, 0]])
         starts = starts | (candidate & ~previous)
@@ -197,9 +282,4 @@ def mask_batch(batch: dict[str, tf.Tensor], step: tf.Tensor, spec: DynamicMaskin
     used = tf.range(p)[None, :] < counts[:, None]
     positions = tf.where(used, chosen, 0)
     labels = tf.where(used, tf.gather(ids, positions, batch_dims=1), 0)
-    out = dict(batch)
-    out["input_ids"] = masked_ids
-    out["masked_lm_positions"] = positions
-    out["masked_lm_ids"] = labels
-    out["masked_lm_weights"] = tf.cast(used, tf.float32)
-    return out
+    return masked_ids, positions, labels, tf.cast(used, tf.float32)

@@ -21,6 +21,7 @@ from trainer.model_presets import ModelConfig
 from trainer.pretraining_model import (
     SUM_KEYS,
     build_pretraining_model,
+    forward_model,
     loss_sums,
     model_inputs,
     summarize,
@@ -33,12 +34,16 @@ RESULTS = "eval_results.json"
 
 
 def make_eval_function(
-    model: keras.Model, strategy: tf.distribute.Strategy
+    model: keras.Model,
+    strategy: tf.distribute.Strategy,
+    packed_model: keras.Model | None = None,
 ) -> Callable[[object], dict[str, tf.Tensor]]:
-    """A compiled function: one distributed batch → summed statistics (see ``SUM_KEYS``)."""
+    """A compiled function: one distributed batch → summed statistics (see ``SUM_KEYS``).
+    Packed rows go through ``packed_model`` (``examples`` then counts instances)."""
 
     def replica_fn(batch: dict) -> dict:
-        outputs = model(model_inputs(batch), training=False)
+        net = forward_model(model, packed_model, batch)
+        outputs = net(model_inputs(batch), training=False)
         return loss_sums(outputs, batch)
 
     @tf.function(reduce_retracing=True)
@@ -57,6 +62,7 @@ def evaluate(
     strategy: tf.distribute.Strategy,
     dataset_fn: Callable[[tf.distribute.InputContext], tf.data.Dataset],
     max_batches: int | None = None,
+    packed_model: keras.Model | None = None,
 ) -> dict[str, float]:
     """Losses and accuracies over the dataset (or its first ``max_batches`` global batches).
 
@@ -64,7 +70,7 @@ def evaluate(
     ``examples`` and ``masked_tokens``.
     """
     dataset = strategy.distribute_datasets_from_function(dataset_fn)
-    eval_step = make_eval_function(model, strategy)
+    eval_step = make_eval_function(model, strategy, packed_model)
     totals = dict.fromkeys(SUM_KEYS, 0.0)
     for i, batch in enumerate(dataset):
         if max_batches is not None and i >= max_batches:
@@ -86,6 +92,7 @@ def evaluate_shards(
     info: input_pipeline.ShardInfo,
     batch_size: int,
     max_batches: int | None = None,
+    packed_model: keras.Model | None = None,
 ) -> dict[str, float]:
     """``evaluate`` over shards, one ordered pass (partial last batch dropped only on TPU). A
     shard that cannot be read: ``ShardReadError`` naming it."""
@@ -101,7 +108,7 @@ def evaluate_shards(
         )
 
     try:
-        return evaluate(model, place.strategy, dataset_fn, max_batches)
+        return evaluate(model, place.strategy, dataset_fn, max_batches, packed_model)
     except tf.errors.OpError as e:
         if not input_pipeline.is_read_error(e):
             raise
@@ -147,11 +154,13 @@ def evaluate_run(
         recipe = get_recipe(recorded_recipe(record) if record else config.recipe)
         # NSP is evaluated when both the checkpoint's model and the shards have it.
         nsp = info.nsp and (record.get("next_sentence_prediction", True) if record else True)
-        model = build_pretraining_model(
-            model_config, place.dtype_policy, recipe.head_activation, nsp=nsp
-        ).model
-    restore_model(model, prefix)
-    result = evaluate_shards(model, place, info, config.batch_size, config.eval_batches)
+        built = build_pretraining_model(
+            model_config, place.dtype_policy, recipe.head_activation, nsp=nsp, packed=info.packed
+        )
+    restore_model(built.model, prefix)
+    result = evaluate_shards(
+        built.model, place, info, config.batch_size, config.eval_batches, built.packed
+    )
     tail = prefix.rsplit("-", 1)[-1]
     step = int(tail) if tail.isdigit() else 0
     return write_report(config.out, step, result, checkpoint=prefix, data=list(info.files))

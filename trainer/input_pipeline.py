@@ -41,7 +41,7 @@ from shards.resolve import (
 from trainer.dynamic_masking import DynamicMasking, mask_batch
 from trainer.model_presets import ModelConfig
 from transforms.errors import UserError
-from transforms.features import DYNAMIC, SENTENCE_PAIRS, STATIC, has_nsp
+from transforms.features import DYNAMIC, MANIFEST, SENTENCE_PAIRS, STATIC, has_nsp
 
 GZIP_MAGIC = b"\x1f\x8b"
 
@@ -81,11 +81,25 @@ class ShardInfo:
     input_mode: str = SENTENCE_PAIRS
     dynamic_masking: dict | None = None
     """The manifest's ``dynamic_masking`` section (rates, cap, special ids, replacement pool)."""
+    max_instances_per_row: int = 0
+    """Packed rows (``transforms.features.PACKED_FEATURES``) of up to this many instances, from
+    the manifest's ``packing`` section; 0: one instance per row."""
+    max_predictions_per_row: int | None = None
+    """Packed static rows: their prediction slots (the manifest's ``packing`` section)."""
+
+    @property
+    def packed(self) -> bool:
+        return self.max_instances_per_row > 0
 
     @property
     def sizes(self) -> RecordSizes:
         return RecordSizes(
-            self.max_seq_length, self.max_predictions_per_seq, self.masking, self.input_mode
+            self.max_seq_length,
+            self.max_predictions_per_seq,
+            self.masking,
+            self.input_mode,
+            self.max_instances_per_row,
+            self.max_predictions_per_row,
         )
 
     @property
@@ -169,12 +183,13 @@ def resolve_shards(patterns: list[str] | tuple[str, ...]) -> ShardInfo:
             f"{'needs' if nsp else 'has no'} next_sentence_labels, but the first "
             f"record {'lacks them' if nsp else 'has them'}"
         )
+    check_packing(files, manifests, sizes, probe, fs)
     from_record = f"the first record of {probe_path}"
     try:
         seq = {p: m.get("max_seq_length") for p, m in manifests.items()}
         pred = {p: m.get("max_predictions_per_seq") for p, m in manifests.items()}
         seq[from_record] = len(first["input_ids"])
-        if not probe.unmasked:
+        if not probe.unmasked and not sizes.packed:
             pred[from_record] = len(first["masked_lm_positions"])
         agree("max_seq_length", seq)
         agree("max_predictions_per_seq", pred)
@@ -183,6 +198,13 @@ def resolve_shards(patterns: list[str] | tuple[str, ...]) -> ShardInfo:
     problems = spec_problems(probe.data, sizes)
     if problems:
         raise ShardConfigError(f"{probe_path}: first record: {'; '.join(problems)}")
+    if sizes.packed:
+        layout = packed_row_problems(first, sizes.max_instances_per_row)
+        if layout:
+            raise ShardConfigError(
+                f"{probe_path}: the first record is not a packed row of up to "
+                f"{sizes.max_instances_per_row} instances: {'; '.join(layout)}"
+            )
     vocab = next(((m.get("vocab") or {}) for m in manifests.values() if m.get("vocab")), {})
     lower = None
     for m in manifests.values():
@@ -204,7 +226,118 @@ def resolve_shards(patterns: list[str] | tuple[str, ...]) -> ShardInfo:
         masking=sizes.masking,
         input_mode=sizes.input_mode,
         dynamic_masking=next(iter(masking_specs.values())) if sizes.masking == DYNAMIC else None,
+        max_instances_per_row=sizes.max_instances_per_row,
+        max_predictions_per_row=sizes.max_predictions_per_row if sizes.packed else None,
     )
+
+
+def check_packing(files, manifests: dict, sizes: RecordSizes, probe, fs) -> None:
+    """ShardConfigError unless every shard directory holds rows of the settled kind (packed or
+    not: the first record of each directory must have ``instance_ids`` exactly when the shards
+    are packed, so packed and unpacked shards never mix in one ``--data``), and every packed
+    manifest describes its rows consistently (``packing`` section, features and their lengths
+    for its K)."""
+    by_dir: dict[str, list[str]] = {}
+    for f in files:
+        by_dir.setdefault(parent_of(f), []).append(f)
+    for directory, shards in by_dir.items():
+        record = probe if probe.shard in shards else None
+        if record is None:
+            try:
+                record = first_record(shards, fs)
+            except ShardPathError:
+                continue  # every shard there empty (or unreadable: reported when read)
+        packed = "instance_ids" in record.features
+        if packed != sizes.packed:
+            said = (
+                f"packed rows of up to {sizes.max_instances_per_row} instances"
+                if sizes.packed
+                else "one instance per row (unpacked)"
+            )
+            raise ShardConfigError(
+                f"packed and unpacked shards cannot be mixed: the manifests say {said}, but "
+                f"{record.shard} holds {'packed' if packed else 'unpacked'} rows; train on "
+                "one kind per --data"
+            )
+        if packed and f"{directory}/{MANIFEST}" not in manifests:
+            raise ShardConfigError(
+                f"{directory}: packed rows without a manifest.json beside them (it says how "
+                "many instances each row holds)"
+            )
+    if not sizes.packed:
+        return
+    for path, manifest in manifests.items():
+        problems = packed_manifest_problems(manifest)
+        if problems:
+            raise ShardConfigError(f"{path}: {'; '.join(problems)}")
+
+
+def packed_manifest_problems(manifest: dict) -> list[str]:
+    """What is inconsistent in a packed manifest: K not a positive integer, prediction slots
+    out of range for K and ``max_predictions_per_seq``, or ``features`` that are not
+    ``transforms.features.features_of(..., packed=True)`` at ``kind_lengths`` for its K."""
+    packing = manifest.get("packing") or {}
+    k = packing.get("max_instances_per_row")
+    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+        return [f"packing.max_instances_per_row must be a positive integer, got {k!r}"]
+    sizes = RecordSizes.from_manifest(manifest)
+    problems = []
+    slots = packing.get("max_predictions_per_row")
+    if sizes.masking == STATIC:
+        if slots is None:
+            slots = k * sizes.max_predictions_per_seq
+        if not isinstance(slots, int) or not 1 <= slots <= k * sizes.max_predictions_per_seq:
+            problems.append(
+                f"packing.max_predictions_per_row={slots!r} is not within [1, K × "
+                f"max_predictions_per_seq = {k * sizes.max_predictions_per_seq}]"
+            )
+            return problems
+    features = manifest.get("features")
+    if features is not None:
+        expected = sizes.lengths()
+        stated = {
+            name: (spec or {}).get("length") if isinstance(spec, dict) else spec
+            for name, spec in features.items()
+        }
+        wrong = [
+            f"{name} length {stated.get(name)} (expected {length})"
+            for name, length in expected.items()
+            if stated.get(name) != length
+        ]
+        extra = sorted(set(stated) - set(expected))
+        if wrong or extra:
+            problems.append(
+                f"its features disagree with packed rows of up to {k} instances: "
+                + ", ".join(wrong + [f"{name} not a feature of such rows" for name in extra])
+            )
+    return problems
+
+
+def packed_row_problems(features: dict, max_instances: int) -> list[str]:
+    """What breaks the packed layout in one decoded row (``transforms.features.PACKED_FEATURES``):
+    instance ids outside [0, K], instance slots used out of order or not matching the
+    instance ids, an instance that is not one run starting at its ``[CLS]`` position, or
+    ``position_ids`` that do not count from 0 within each instance."""
+    instance_ids = [int(v) for v in features["instance_ids"]]
+    positions = [int(v) for v in features["position_ids"]]
+    weights = [float(v) for v in features["next_sentence_weights"]]
+    cls = [int(v) for v in features["cls_positions"]]
+    if any(i < 0 or i > max_instances for i in instance_ids):
+        return [f"instance_ids outside [0, {max_instances}]"]
+    used = sum(1 for w in weights if w > 0)
+    if any(w > 0 for w in weights[used:]):
+        return ["an instance slot used after an unused one"]
+    named = set(instance_ids) - {0}
+    if named != set(range(1, used + 1)):
+        return [f"instance_ids name {len(named)} instances, next_sentence_weights {used}"]
+    problems = []
+    for s in range(1, used + 1):
+        where = [j for j, i in enumerate(instance_ids) if i == s]
+        if where != list(range(where[0], where[0] + len(where))) or cls[s - 1] != where[0]:
+            problems.append(f"instance {s} is not one run from its cls_positions")
+        elif [positions[j] for j in where] != list(range(len(where))):
+            problems.append(f"instance {s}'s position_ids do not count 0, 1, ... from its [CLS]")
+    return problems
 
 
 def check_recorded_sizes(files, manifests, fs) -> None:

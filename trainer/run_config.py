@@ -171,6 +171,12 @@ def write_record(config: TrainConfig, model: ModelConfig, info: ShardInfo, extra
         "masking": info.masking,
         "input_mode": info.input_mode,
         "next_sentence_prediction": info.nsp,
+        "packing": {
+            "max_instances_per_row": info.max_instances_per_row,
+            "max_predictions_per_row": info.max_predictions_per_row,
+        }
+        if info.packed
+        else None,
         "vocab_size": model.vocabulary_size,
         "model_name": config.model,
         "model": model.to_dict(),

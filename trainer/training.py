@@ -16,8 +16,10 @@ global batch's, via a scalar all-reduce); the gradients are all-reduced once, cl
 global norm (the true global norm, not a per-replica one) and applied without a second reduction.
 TensorBoard scalars (``OUT/logs``), over the applied updates of each interval: loss, mlm_loss,
 mlm_accuracy, nsp_loss, nsp_accuracy, learning_rate (the one the logged step's update used),
-grad_norm, sequences_per_second (every step run, skipped or not), and under fp16 loss_scale and
-skipped_updates. After a resume the data order is reseeded with the step, so the
+grad_norm, sequences_per_second (rows; every step run, skipped or not), tokens_per_second (real
+tokens), instances_per_second (packed rows only), and under fp16 loss_scale and skipped_updates.
+Packed rows (several instances each) go through the packed forward pass and count instances in
+the NSP denominator, so a packed batch has the loss of its instances unpacked. After a resume the data order is reseeded with the step, so the
 records seen differ from those before the interruption (the tf.data position is not saved).
 """
 
@@ -61,7 +63,9 @@ from trainer.model_presets import ModelConfig
 from trainer.optimization import PreReducedGradients, build_optimizer
 from trainer.pretraining_model import (
     SUM_KEYS,
+    batch_examples,
     build_pretraining_model,
+    forward_model,
     loss_sums,
     model_inputs,
     objective,
@@ -96,6 +100,12 @@ class Prepared:
     eval_info: ShardInfo | None = None
     notes: list[str] = field(default_factory=list)
 
+    @property
+    def packed(self) -> bool:
+        """Whether the training or the eval shards are packed rows (the model then has the
+        packed forward pass too)."""
+        return self.info.packed or (self.eval_info is not None and self.eval_info.packed)
+
 
 @dataclass
 class TrainResult:
@@ -107,6 +117,9 @@ class TrainResult:
     eval: dict | None = None
     encoder: dict | None = None
     sequences_per_second: float | None = None
+    """Rows per second (packed rows hold several instances each)."""
+    tokens_per_second: float | None = None
+    """Real tokens (``input_mask``) per second, over the same steps."""
     restored_from: str | None = None
     initialized_from: str | None = None
     skipped_updates: int = 0
@@ -187,6 +200,8 @@ MAX_STALLED_STEPS = 100
 """fp16: training stops (``FloatingPointError``) after this many steps in a row without an applied
 update (each halves the loss scale: from 2**15 the scale is then far below 1)."""
 UPDATES = "updates"
+TOKENS = "tokens"
+"""The loop's sum of real tokens (``input_mask``) over the applied updates' batches."""
 """The loop's count of applied updates (fewer than the steps run when fp16 skips some)."""
 
 
@@ -197,8 +212,13 @@ def make_train_loop(
     strategy: tf.distribute.Strategy,
     clip_norm: float,
     jit_compile: bool = False,
+    packed_model: keras.Model | None = None,
 ) -> Callable:
     """A compiled ``loop(iterator, n)`` running ``n`` train steps; returns summed statistics.
+
+    Batches of packed rows go through ``packed_model`` (``PretrainingModel.packed``: the same
+    variables as ``model``); their NSP denominator counts instances, not rows
+    (``batch_examples``), and ``TOKENS`` sums the real tokens of every batch.
 
     ``step`` advances by the updates the optimizer applied (its ``iterations``), so a step the
     fp16 loss scaler skips (non-finite gradients) is not counted. The statistics (``SUM_KEYS``,
@@ -217,8 +237,9 @@ def make_train_loop(
         )
 
     def forward_backward(batch, mlm_total, examples_total):
+        net = forward_model(model, packed_model, batch)
         with tf.GradientTape() as tape:
-            outputs = model(model_inputs(batch), training=True)
+            outputs = net(model_inputs(batch), training=True)
             sums = loss_sums(outputs, batch)
             loss = objective(sums, mlm_total, examples_total)
             if loss_scaler is not None:
@@ -231,7 +252,7 @@ def make_train_loop(
     def replica_step(batch):
         ctx = tf.distribute.get_replica_context()
         weight = tf.reduce_sum(tf.cast(batch["masked_lm_weights"], tf.float32))
-        examples = tf.cast(tf.shape(batch["input_ids"])[0], tf.float32)
+        examples = batch_examples(batch)
         mlm_total, examples_total = ctx.all_reduce(tf.distribute.ReduceOp.SUM, [weight, examples])
         sums, grads = forward_backward(batch, mlm_total, examples_total)
         # Dense gradients (the segment embedding's is IndexedSlices): what TPUs all-reduce, and
@@ -250,9 +271,10 @@ def make_train_loop(
         # Already summed over the replicas: the optimizer applies them without reducing again.
         optimizer.apply_gradients(zip(grads, variables, strict=True))
         sums["grad_norm"] = norm / scale / replicas  # summed over the replicas below
+        sums[TOKENS] = tf.reduce_sum(tf.cast(batch["input_mask"], tf.float32))
         return sums
 
-    keys = (*SUM_KEYS, "grad_norm")
+    keys = (*SUM_KEYS, "grad_norm", TOKENS)
     iterations = optimizer.iterations
 
     @tf.function
@@ -326,6 +348,7 @@ def train(config: TrainConfig, where: Placement | None = None, log: Log = _stder
             place.dtype_policy,
             get_recipe(config.recipe).head_activation,
             nsp=prep.info.nsp,
+            packed=prep.packed,
         )
         model = built.model
         optimizer, schedule = build_optimizer(config.optimizer_config(), model)
@@ -374,7 +397,7 @@ def train(config: TrainConfig, where: Placement | None = None, log: Log = _stder
         log(f"stopped at step {result.step} of {config.steps}; run again to continue")
         return result
     if prep.eval_info is not None:
-        result.eval = _evaluate(config, prep.eval_info, place, model, result.step)
+        result.eval = _evaluate(config, prep.eval_info, place, model, result.step, built.packed)
         log(f"eval: {format_metrics(result.eval)}")
     if config.save_encoder:
         vocab, lowercase = _vocab_for_export(prep.info, config.vocab, log)
@@ -384,9 +407,16 @@ def train(config: TrainConfig, where: Placement | None = None, log: Log = _stder
 
 
 def _evaluate(
-    config: TrainConfig, info: ShardInfo, place: Placement, model: keras.Model, step: int
+    config: TrainConfig,
+    info: ShardInfo,
+    place: Placement,
+    model: keras.Model,
+    step: int,
+    packed_model: keras.Model | None = None,
 ) -> dict:
-    result = evaluate_shards(model, place, info, config.batch_size, config.eval_batches)
+    result = evaluate_shards(
+        model, place, info, config.batch_size, config.eval_batches, packed_model=packed_model
+    )
     write_report(config.out, step, result, data=list(info.files))
     return result
 
@@ -429,6 +459,7 @@ def _run_steps(
         strategy,
         config.clip_norm,
         _default_jit(place, config.jit_compile),
+        packed_model=built.packed,
     )
     writer = ScalarWriter(f"{config.out.rstrip('/')}/{LOGS}/train")
     progress = TrainProgress(config.steps, start) if config.progress else None
@@ -436,9 +467,9 @@ def _run_steps(
     inner = getattr(optimizer, "inner_optimizer", optimizer)
     steps_per_loop = resolve_steps_per_loop(config.steps_per_loop, place.platform)
     current = start
-    totals = dict.fromkeys((*SUM_KEYS, "grad_norm", UPDATES), 0.0)
+    totals = dict.fromkeys((*SUM_KEYS, "grad_norm", TOKENS, UPDATES), 0.0)
     interval_runs, interval_start = 0, time.perf_counter()
-    steady_time, steady_runs, first_loop = 0.0, 0, True
+    steady_time, steady_runs, steady_tokens, first_loop = 0.0, 0, 0.0, True
     stalled = 0  # steps run in calls that applied no update (fp16)
     stop = config.steps
     if config.stop_after is not None:
@@ -468,6 +499,7 @@ def _run_steps(
         if not first_loop:
             steady_time += elapsed
             steady_runs += n
+            steady_tokens += sums[TOKENS]
         first_loop = False
         applied = int(round(sums[UPDATES]))
         skipped = n - applied
@@ -499,7 +531,10 @@ def _run_steps(
                 "grad_norm": totals["grad_norm"] / updates,
                 "learning_rate": last_update_learning_rate(inner, schedule),
                 "sequences_per_second": interval_runs * config.batch_size / max(seconds, 1e-9),
+                "tokens_per_second": totals[TOKENS] / max(seconds, 1e-9),
             }
+            if info.packed:
+                entry["instances_per_second"] = totals["examples"] / max(seconds, 1e-9)
             if loss_scaler is not None:
                 entry["loss_scale"] = float(np.asarray(loss_scaler.dynamic_scale))
                 entry["skipped_updates"] = interval_runs - int(round(updates))
@@ -522,7 +557,7 @@ def _run_steps(
             state.save(current)
         eval_due = config.eval_every and current % config.eval_every == 0
         if eval_due and prep.eval_info is not None and current < config.steps:
-            evaluation = _evaluate(config, prep.eval_info, place, model, current)
+            evaluation = _evaluate(config, prep.eval_info, place, model, current, built.packed)
             if progress is not None:
                 progress.close()
             log(f"step {current} eval: {format_metrics(evaluation)}")
@@ -531,3 +566,4 @@ def _run_steps(
     result.step = current
     if steady_runs:
         result.sequences_per_second = steady_runs * config.batch_size / steady_time
+        result.tokens_per_second = steady_tokens / steady_time

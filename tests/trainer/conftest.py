@@ -78,3 +78,46 @@ def trained_run(tmp_path_factory, shards):
     messages: list[str] = []
     result = train(config, log=messages.append)
     return config, result, messages
+
+
+PACK = 3
+"""Instances per packed row in the packed test shards."""
+
+
+def _packed_run(tmp_path_factory, sample_corpus_files, sample_vocab_path, name, **changes):
+    from tests.pipeline.jobs.test_instances import run_job
+
+    tmp = tmp_path_factory.mktemp(name)
+    inputs = [str(sample_corpus_files[0].parent / "*.txt")]
+    _, out = run_job(
+        tmp,
+        inputs,
+        sample_vocab_path,
+        max_seq_length=SEQ,
+        max_predictions_per_seq=PREDICTIONS,
+        num_shards=2,
+        dupe_factor=1,
+        seed=11,
+        short_seq_prob=0.6,  # short instances: most rows hold two or three
+        pack_instances=PACK,
+        **changes,
+    )
+    return out
+
+
+@pytest.fixture(scope="session")
+def packed_shards(tmp_path_factory, sample_corpus_files, sample_vocab_path) -> Path:
+    """Packed static shards from the instance stage (``--pack-instances 3``), seq 64."""
+    return _packed_run(tmp_path_factory, sample_corpus_files, sample_vocab_path, "packed-shards")
+
+
+@pytest.fixture(scope="session")
+def packed_dynamic_shards(tmp_path_factory, sample_corpus_files, sample_vocab_path) -> Path:
+    """Packed unmasked shards (``--masking dynamic --pack-instances 3``), seq 64."""
+    return _packed_run(
+        tmp_path_factory,
+        sample_corpus_files,
+        sample_vocab_path,
+        "packed-dynamic-shards",
+        masking="dynamic",
+    )
