@@ -15,6 +15,13 @@ training step and the example itself, not on the row it lands in, the replica, t
 what ran before. Resuming at step N therefore draws the masks an uninterrupted run draws at step
 N, and each epoch (a later step) draws a new mask.
 
+**Packed rows** (``mask_packed_batch``, what ``mask_batch`` does for rows with
+``instance_ids``): each instance is taken out into a row of its own, masked by the rule above
+(its own budget from its own length, its own key from its own token ids) and put back; the
+row's prediction slots (``packed_slots``: ``floor(L · masked_lm_prob) + K``, enough for any K
+instances) hold every instance's predictions at their row positions, ascending. An instance
+draws the same masks packed as unpacked at the same step.
+
 **Differences from ``transforms.masking``** (the static path). (1) Whole words are taken in key
 order up to the first word that would overflow the budget; the static path passes over such a word
 and tries smaller ones, so with whole-word masking a row can get a few predictions fewer here.

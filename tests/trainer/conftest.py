@@ -82,6 +82,10 @@ def trained_run(tmp_path_factory, shards):
 
 PACK = 3
 """Instances per packed row in the packed test shards."""
+PACKED_SEQ, PACKED_PREDICTIONS = 128, 20
+"""The packed test shards' sizes: at 128 the sample's instances share rows (1.6 per row; at 64
+they are mostly too long to)."""
+PACKED_SMALL = {**SMALL, "max_position_embeddings": PACKED_SEQ}
 
 
 def _packed_run(tmp_path_factory, sample_corpus_files, sample_vocab_path, name, **changes):
@@ -93,12 +97,12 @@ def _packed_run(tmp_path_factory, sample_corpus_files, sample_vocab_path, name, 
         tmp,
         inputs,
         sample_vocab_path,
-        max_seq_length=SEQ,
-        max_predictions_per_seq=PREDICTIONS,
+        max_seq_length=PACKED_SEQ,
+        max_predictions_per_seq=PACKED_PREDICTIONS,
         num_shards=2,
         dupe_factor=1,
         seed=11,
-        short_seq_prob=0.6,  # short instances: most rows hold two or three
+        short_seq_prob=1.0,  # short instances, so that many rows hold two or three
         pack_instances=PACK,
         **changes,
     )
@@ -107,13 +111,13 @@ def _packed_run(tmp_path_factory, sample_corpus_files, sample_vocab_path, name, 
 
 @pytest.fixture(scope="session")
 def packed_shards(tmp_path_factory, sample_corpus_files, sample_vocab_path) -> Path:
-    """Packed static shards from the instance stage (``--pack-instances 3``), seq 64."""
+    """Packed static shards from the instance stage (``--pack-instances 3``), seq 128."""
     return _packed_run(tmp_path_factory, sample_corpus_files, sample_vocab_path, "packed-shards")
 
 
 @pytest.fixture(scope="session")
 def packed_dynamic_shards(tmp_path_factory, sample_corpus_files, sample_vocab_path) -> Path:
-    """Packed unmasked shards (``--masking dynamic --pack-instances 3``), seq 64."""
+    """Packed unmasked shards (``--masking dynamic --pack-instances 3``), seq 128."""
     return _packed_run(
         tmp_path_factory,
         sample_corpus_files,

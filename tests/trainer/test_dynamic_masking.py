@@ -297,3 +297,48 @@ def test_resume_draws_the_masks_of_an_uninterrupted_run(unmasked_shards):
     assert not np.array_equal(
         early["masked_lm_positions"].numpy(), uninterrupted[5]["masked_lm_positions"].numpy()
     )
+
+
+@pytest.mark.parametrize("whole_word", [False, True], ids=["tokens", "whole-words"])
+def test_packed_rows_draw_each_instance_its_unpacked_masks(vocab, whole_word):
+    """An instance in a packed row is masked on its own tokens with its own budget, and gets
+    the very masks it gets unpacked at the same step (keys from its own tokens): the row's
+    prediction slots are the instances' predictions at their row positions, ascending."""
+    from tests.trainer.packing import first_fit, pack_by_hand
+    from trainer.dynamic_masking import mask_packed_batch, packed_slots
+
+    seq, k = 64, 3
+    short = synthetic_batch(vocab, rows=90, seq=24, seed=4)
+    unpacked = {
+        name: np.pad(v.numpy(), [(0, 0), (0, seq - v.shape[1])]) if v.shape[1] == 24 else v.numpy()
+        for name, v in short.items()
+    }
+    unpacked["next_sentence_labels"] = np.arange(90)[:, None] % 2
+    lengths = unpacked["input_mask"].sum(1)
+    groups = first_fit(lengths, seq, k)
+    assert len(groups) < 45  # most rows hold two or three instances
+    packed = pack_by_hand(unpacked, groups, k)
+    spec = make_spec(vocab, max_predictions_per_seq=5, whole_word_mask=whole_word)
+    step = tf.constant(7, tf.int64)
+    alone = mask_batch({n: tf.constant(v) for n, v in unpacked.items()}, step, spec)
+    together = mask_batch({n: tf.constant(v) for n, v in packed.items()}, step, spec)
+    slots = packed_slots(spec, seq, k)
+    assert together["masked_lm_positions"].shape == (len(groups), slots)
+    assert slots == int(np.floor(seq * 0.15)) + k
+    # The packed rows unpacked by hand have the instances' own masks.
+    expected = pack_by_hand({n: v.numpy() for n, v in alone.items()}, groups, k, slots)
+    for name in ("input_ids", "masked_lm_positions", "masked_lm_ids", "masked_lm_weights"):
+        np.testing.assert_array_equal(together[name].numpy(), expected[name], err_msg=name)
+    # Each instance's budget is its own length's (BERT's rule), so a row of three short
+    # instances gets more predictions than one row of that length would.
+    counts = (alone["masked_lm_weights"].numpy() > 0).sum(1)
+    if not whole_word:
+        np.testing.assert_array_equal(
+            counts, [min(5, prediction_budget(int(n), 0.15)) for n in lengths]
+        )
+    positions = together["masked_lm_positions"].numpy()
+    used = together["masked_lm_weights"].numpy() > 0
+    assert all((np.diff(p[u]) > 0).all() for p, u in zip(positions, used, strict=True))
+    # The packed path is the one mask_batch takes for packed rows.
+    direct = mask_packed_batch({n: tf.constant(v) for n, v in packed.items()}, step, spec)
+    np.testing.assert_array_equal(direct["input_ids"], together["input_ids"])

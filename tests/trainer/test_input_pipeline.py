@@ -148,3 +148,171 @@ def test_phase_directory_resolves_as_the_shard_tools_do(tmp_path, shards):
         assert all("/seq64/train/" in f for f in info.files)
         assert list(info.files) == expand_shard_paths([str(target)])
         assert info.max_seq_length == SEQ and info.records
+
+
+# --- Packed shards ---------------------------------------------------------------------------
+
+
+def _copy(src, dst, edit=None):
+    """A copy of a shard directory; ``edit`` changes its manifest (a dict) in place."""
+    import json
+
+    shutil.copytree(src, dst)
+    if edit is not None:
+        manifest = json.loads((dst / "manifest.json").read_text())
+        edit(manifest)
+        (dst / "manifest.json").write_text(json.dumps(manifest))
+    return dst
+
+
+def _rewrite_first_record(directory, change):
+    """Rewrites the first record of the first shard with ``change(features)`` (decoded
+    features → the features to write; the shard's recorded size is dropped from the manifest)."""
+    import json
+
+    from transforms.example_encoding import decode_example, encode_examples
+    from transforms.tfrecord import frame_records, iter_records
+
+    shard = sorted(directory.glob("instances-*.tfrecord"))[0]
+    with open(shard, "rb") as f:
+        records = list(iter_records(f))
+    features = change(decode_example(records[0]))
+    ints = {k: np.asarray([v]) for k, v in features.items() if not isinstance(v[0], float)}
+    floats = {
+        k: np.asarray([v], np.float32) for k, v in features.items() if isinstance(v[0], float)
+    }
+    records[0] = encode_examples(ints, floats)[0]
+    shard.write_bytes(frame_records(records))
+    manifest = json.loads((directory / "manifest.json").read_text())
+    for s in manifest["shards"]:
+        s.pop("bytes", None)
+    (directory / "manifest.json").write_text(json.dumps(manifest))
+    return shard
+
+
+def test_packed_shards_resolve_with_their_instances_per_row(packed_shards, packed_dynamic_shards):
+    from tests.trainer.conftest import PACK, PACKED_PREDICTIONS, PACKED_SEQ, PACKED_SMALL
+
+    info = resolve_shards([str(packed_shards)])
+    assert info.packed and info.max_instances_per_row == PACK
+    slots = info.max_predictions_per_row
+    assert slots == int(PACKED_SEQ * 0.15) + PACK  # the writer's packed_prediction_slots
+    assert (info.max_seq_length, info.max_predictions_per_seq) == (PACKED_SEQ, PACKED_PREDICTIONS)
+    spec = make_dataset(info, 8, training=True, seed=1).element_spec
+    for name, width in {
+        "input_ids": PACKED_SEQ,
+        "position_ids": PACKED_SEQ,
+        "instance_ids": PACKED_SEQ,
+        "masked_lm_positions": slots,
+        "masked_lm_weights": slots,
+        "next_sentence_labels": PACK,
+        "next_sentence_weights": PACK,
+        "cls_positions": PACK,
+    }.items():
+        assert spec[name].shape == (8, width), name
+    batch = next(iter(make_dataset(info, 64, training=False)))
+    assert float(batch["next_sentence_weights"].numpy().sum()) > 80  # rows hold several
+    dynamic = resolve_shards([str(packed_dynamic_shards)])
+    assert dynamic.packed and dynamic.masking == "dynamic"
+    spec = make_dataset(dynamic, 8, training=True, seed=1).element_spec
+    assert spec["masked_lm_positions"].shape == (8, slots) and spec["cls_positions"].shape == (8, 3)
+    model = get_preset("tiny").with_(**PACKED_SMALL, vocabulary_size=4000)
+    assert mismatch_findings(info, DataSpec(PACKED_SEQ, PACKED_PREDICTIONS, 4000), model) == []
+    # A packed row adds no size of its own to fit: positions restart in every instance, so the
+    # position table must cover max_seq_length, as for unpacked rows.
+    (finding,) = mismatch_findings(info, DataSpec(), MODEL)
+    assert "max_seq_length=128 exceeds the model's position table" in finding
+
+
+def test_packed_and_unpacked_shards_do_not_mix(packed_shards, shards, tmp_path):
+    with pytest.raises(ShardConfigError, match="different kinds"):
+        resolve_shards([str(packed_shards), str(shards)])
+    bare = _copy(shards, tmp_path / "bare")
+    (bare / "manifest.json").unlink()
+    for data in ([str(packed_shards), str(bare)], [str(bare), str(packed_shards)]):
+        with pytest.raises(ShardConfigError, match="packed and unpacked shards cannot be mixed"):
+            resolve_shards(data)
+    alone = _copy(packed_shards, tmp_path / "alone")
+    (alone / "manifest.json").unlink()
+    with pytest.raises(ShardConfigError, match="packed rows .* need the manifest.json"):
+        resolve_shards([str(alone)])
+
+
+def test_packed_manifest_must_agree_with_its_rows(packed_shards, tmp_path):
+    def k_of(k):
+        return lambda m: m["packing"].update(max_instances_per_row=k)
+
+    wrong_k = _copy(packed_shards, tmp_path / "k2", k_of(2))
+    with pytest.raises(ShardConfigError, match="features disagree with packed rows of up to 2"):
+        resolve_shards([str(wrong_k)])
+
+    def k2_everywhere(m):
+        k_of(2)(m)
+        for name in ("next_sentence_labels", "next_sentence_weights", "cls_positions"):
+            m["features"][name]["length"] = 2
+
+    records_disagree = _copy(packed_shards, tmp_path / "k2-features", k2_everywhere)
+    with pytest.raises(ShardConfigError, match="cls_positions has 3 values, expected 2"):
+        resolve_shards([str(records_disagree)])
+    zero = _copy(packed_shards, tmp_path / "k0", k_of("3"))
+    with pytest.raises(ShardConfigError, match="max_instances_per_row must be a positive integer"):
+        resolve_shards([str(zero)])
+    too_many = _copy(
+        packed_shards,
+        tmp_path / "slots",
+        lambda m: m["packing"].update(max_predictions_per_row=61),
+    )
+    with pytest.raises(ShardConfigError, match="max_predictions_per_row=61 is not within"):
+        resolve_shards([str(too_many)])
+
+
+def test_a_first_row_that_breaks_the_packed_layout_is_refused(packed_shards, tmp_path):
+    def shifted_positions(features):
+        features["position_ids"] = [p + 1 if i else 0 for p, i in
+                                    zip(features["position_ids"], features["instance_ids"], strict=True)]  # fmt: skip
+        return features
+
+    broken = _copy(packed_shards, tmp_path / "positions")
+    _rewrite_first_record(broken, shifted_positions)
+    with pytest.raises(ShardConfigError, match="position_ids do not count 0, 1"):
+        resolve_shards([str(broken)])
+
+    def unused_slot_named(features):
+        features["next_sentence_weights"] = [1.0, 1.0, 1.0]
+        return features
+
+    slots = _copy(packed_shards, tmp_path / "slots")
+    _rewrite_first_record(slots, unused_slot_named)
+    with pytest.raises(ShardConfigError, match="not a packed row of up to 3 instances"):
+        resolve_shards([str(slots)])
+
+
+def test_a_later_record_of_another_shape_names_its_shard(packed_shards, tmp_path):
+    """Only the first record is read before step one; a later one that does not parse with the
+    manifest's lengths stops the run naming its shard (``find_damaged_shard``)."""
+    import json
+
+    from trainer.input_pipeline import find_damaged_shard
+    from transforms.example_encoding import decode_example, encode_examples
+    from transforms.tfrecord import frame_records, iter_records
+
+    copy = _copy(packed_shards, tmp_path / "late")
+    shard = sorted(copy.glob("instances-*.tfrecord"))[1]
+    with open(shard, "rb") as f:
+        records = list(iter_records(f))
+    features = decode_example(records[5])
+    ints = {
+        k: np.asarray([v[:2] if k == "cls_positions" else v])
+        for k, v in features.items()
+        if not isinstance(v[0], float)
+    }
+    floats = {k: np.asarray([v], np.float32) for k, v in features.items() if k not in ints}
+    records[5] = encode_examples(ints, floats)[0]
+    shard.write_bytes(frame_records(records))
+    manifest = json.loads((copy / "manifest.json").read_text())
+    for s in manifest["shards"]:
+        s.pop("bytes", None)
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    info = resolve_shards([str(copy)])  # the first record is fine
+    found = find_damaged_shard(info)
+    assert found is not None and found[0] == str(shard) and "cls_positions" in found[1]

@@ -260,3 +260,66 @@ def test_steps_per_loop_default_and_boundaries(tmp_path, shards):
     assert record["training"]["steps_per_loop"] == 100
     # A call stops at each log step (3, 6) and at the end (7): 100 steps never cross them.
     assert [e["step"] for e in result.history] == [3, 6, 7]
+
+
+def test_packed_shards_train_end_to_end(tmp_path, packed_shards, packed_dynamic_shards):
+    """Packed rows from the instance stage, read by the real input pipeline: the reference
+    recipe, several steps per host call, evaluated on packed unmasked shards (masked in
+    tf.data); the NSP figures are per instance, the checkpoint restores into the unpacked model
+    (the same variables), the encoder exports as a plain BertBackbone."""
+    import keras_hub
+
+    from tests.trainer.conftest import PACK, PACKED_SMALL
+    from trainer.checkpointing import restore_model
+    from trainer.input_pipeline import resolve_shards
+    from trainer.pretraining_model import model_inputs
+
+    out = tmp_path / "packed"
+    config = small_config(
+        packed_shards,
+        out,
+        steps=4,
+        warmup_steps=1,
+        log_every=2,
+        steps_per_loop=2,
+        recipe="reference",
+        model_overrides=dict(PACKED_SMALL),
+        eval_data=[str(packed_dynamic_shards)],
+        eval_batches=2,
+    )
+    result = train(config, log=lambda m: None)
+    assert result.step == 4
+    assert [e["step"] for e in result.history] == [2, 4]
+    for entry in result.history:
+        assert np.isfinite(entry["loss"]) and entry["nsp_loss"] > 0
+        # Rows hold several instances: more instances than rows went through each step.
+        assert entry["instances_per_second"] > entry["sequences_per_second"]
+        assert entry["tokens_per_second"] > 0
+    unpacked = build_pretraining_model(
+        get_preset("tiny").with_(**PACKED_SMALL, vocabulary_size=4000)
+    )
+    restore_model(unpacked.model, str(out))  # every variable matched, none left over
+    assert result.eval["examples"] > 2 * config.batch_size  # instances, not rows
+    record = json.loads((out / "trainer_config.json").read_text())
+    info = resolve_shards([str(packed_shards)])
+    assert record["packing"] == {
+        "max_instances_per_row": PACK,
+        "max_predictions_per_row": info.max_predictions_per_row,
+    }
+    assert record["max_predictions_per_seq"] == 20  # per instance, as the shards say
+    encoder = keras.saving.load_model(out / "encoder.keras")
+    assert isinstance(encoder, keras_hub.models.BertBackbone)
+    # The encoder runs unpacked inputs as any BertBackbone does.
+    batch = {
+        k: v[:2]
+        for k, v in model_inputs(
+            {
+                "input_ids": np.full((2, 8), 7, "int32"),
+                "segment_ids": np.zeros((2, 8), "int32"),
+                "input_mask": np.ones((2, 8), "int32"),
+                "masked_lm_positions": np.zeros((2, 1), "int32"),
+            }
+        ).items()
+        if k != "mask_positions"
+    }
+    assert encoder(batch)["sequence_output"].shape == (2, 8, SMALL["hidden_dim"])
