@@ -97,13 +97,16 @@ _REPLICA_CHECK = textwrap.dedent(
 
     info = resolve_shards([sys.argv[1]])
     batch = next(iter(make_dataset(info, 8, training=False)))
+    packed_info = resolve_shards([sys.argv[2]])
+    packed_batch = next(iter(make_dataset(packed_info, 8, training=False)))
     config = get_preset("tiny").with_(num_layers=1, hidden_dim=64, num_heads=2,
-        intermediate_dim=128, max_position_embeddings=64, vocabulary_size=4000, dropout=0.0)
+        intermediate_dim=128, max_position_embeddings=128, vocabulary_size=4000, dropout=0.0)
     init = build_pretraining_model(config).model.get_weights()
 
-    def one_step(strategy, clip, optimizer_name):
+    def one_step(strategy, clip, optimizer_name, batch=batch):
         with strategy.scope():
-            model = build_pretraining_model(config).model
+            built = build_pretraining_model(config, packed=True)
+            model = built.model
             model.set_weights(init)
             if optimizer_name == "sgd":
                 optimizer = SGD(learning_rate=0.5)
@@ -115,18 +118,21 @@ _REPLICA_CHECK = textwrap.dedent(
             step = tf.Variable(0, dtype=tf.int64, trainable=False,
                                aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
         data = tf.data.Dataset.from_tensor_slices(batch).batch(8).repeat()
-        loop = make_train_loop(model, optimizer, step, strategy, clip)
+        loop = make_train_loop(model, optimizer, step, strategy, clip, packed_model=built.packed)
         sums = loop(iter(strategy.experimental_distribute_dataset(data)), tf.constant(1))
         return (model.get_weights(), {k: float(v) for k, v in sums.items()}, int(step.numpy()),
                 int(optimizer.iterations.numpy()), len(model.trainable_variables))
 
     report = {}
-    for clip, name in ((0.05, "sgd"), (1.0, "default"), (1.0, "reference")):
+    cases = [(0.05, "sgd", batch), (1.0, "default", batch), (1.0, "reference", batch)]
+    cases.append((0.05, "sgd", packed_batch))  # packed rows: instances counted across replicas
+    for clip, name, data in cases:
         counter = CountingReduction()
         mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"], cross_device_ops=counter)
-        w1, s1, n1, i1, variables = one_step(tf.distribute.get_strategy(), clip, name)
-        w2, s2, n2, i2, _ = one_step(mirrored, clip, name)
-        report[f"{name} clip {clip}"] = {
+        w1, s1, n1, i1, variables = one_step(tf.distribute.get_strategy(), clip, name, data)
+        w2, s2, n2, i2, _ = one_step(mirrored, clip, name, data)
+        packed = "instance_ids" in data
+        report[f"{name} clip {clip}{' packed' if packed else ''}"] = {
             "max_weight_diff": max(float(np.abs(a - b).max()) for a, b in zip(w1, w2)),
             "max_update": max(float(np.abs(a - b).max()) for a, b in zip(w1, init)),
             "sums": [s1, s2],
@@ -136,20 +142,24 @@ _REPLICA_CHECK = textwrap.dedent(
             "reduced_tensors": counter.tensors,
             "reduced_scalars": counter.scalars,
             "variables": variables,
+            "instances": float(np.asarray(data["next_sentence_weights"]).sum()) if packed else 8.0,
         }
     print("REPORT" + json.dumps(report))
     """
 )
 
 
-def test_two_replicas_make_the_same_update_as_one_with_one_gradient_all_reduce(shards):
+def test_two_replicas_make_the_same_update_as_one_with_one_gradient_all_reduce(
+    shards, packed_shards
+):
     """One step on the same global batch: 2 replicas (MirroredStrategy over 2 logical CPUs) must
     give the 1-replica weights (global denominators, summed gradients, global-norm clip), with SGD
     (linear in the gradient; clipped) and both recipes' AdamW; the gradients cross replicas once per step:
-    the traced step reduces each variable's gradient once (counted in the cross-device ops)."""
+    the traced step reduces each variable's gradient once (counted in the cross-device ops).
+    Packed rows too (SGD): the NSP denominator is the global batch's instances."""
     env = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="3")
     done = subprocess.run(
-        [sys.executable, "-c", _REPLICA_CHECK, str(shards)],
+        [sys.executable, "-c", _REPLICA_CHECK, str(shards), str(packed_shards)],
         capture_output=True,
         text=True,
         env=env,
@@ -158,7 +168,7 @@ def test_two_replicas_make_the_same_update_as_one_with_one_gradient_all_reduce(s
     )
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout.split("REPORT", 1)[1])
-    assert len(report) == 3
+    assert len(report) == 4 and "sgd clip 0.05 packed" in report
     for case, r in report.items():
         assert r["replicas"] == 2 and r["steps"] == [1, 1] and r["iterations"] == [1, 1], case
         assert r["max_update"] > 1e-4, case  # the step changed the weights
@@ -166,6 +176,7 @@ def test_two_replicas_make_the_same_update_as_one_with_one_gradient_all_reduce(s
         one, two = r["sums"]
         for key in ("mlm_loss_sum", "mlm_weight", "nsp_loss_sum", "examples", "grad_norm"):
             assert two[key] == pytest.approx(one[key], rel=1e-4), (case, key)
+        assert one["examples"] == two["examples"] == r["instances"], case
         # One gradient all-reduce: each variable's gradient once (Keras reducing them again
         # would double this), plus the 2 denominators (scalars).
         assert r["reduced_tensors"] == r["variables"], (case, r)
