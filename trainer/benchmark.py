@@ -16,6 +16,18 @@ written first: ``--records`` random records per length in the feature contract (
 trainer's own pipeline. With ``--data`` (repeatable) those shards are used instead, each at its own
 length.
 
+``--packing K`` measures packed rows against unpacked ones instead (``packing_main``): the same
+``--records`` random instances, of varied lengths (``--full-fraction`` of them fill the row, the
+others uniform from 8 tokens up: ~75% of the slots real, as BERT's shards at 512 have 68–73%),
+written one per row and packed K per row by the shard writer's own first-fit-decreasing
+(``transforms.instance_packing``) with a packed manifest, then trained side by side, same model,
+same batch of rows (so the same tokens per batch), real input, alternately ``--rounds`` times.
+Its figure is *real* tokens (``input_mask``) per second; the report gives each side's median, the
+slots' fill, and ``packed_over_unpacked``. On a GPU (BERT-base, seq 512, bf16, XLA)::
+
+    python -m trainer.benchmark --packing 3 --seq-lengths 512 --batch-size 512:16 \
+        --precisions bf16 --xla on --steps 60 --report packing.json
+
 Rates exclude the first host call (tracing, compilation). ``real_over_synthetic`` near 1 means the
 input pipeline keeps up. Prints one JSON report (``--report`` also writes it, after each length);
 a combination that fails (out of memory, say) is reported with its ``error`` and the exit status
@@ -39,6 +51,8 @@ from trainer.input_pipeline import DataSpec, resolve_shards
 from trainer.run_config import TrainConfig
 from trainer.training import train
 from transforms.example_encoding import encode_examples
+from transforms.features import MANIFEST, kind_lengths, packed_prediction_slots
+from transforms.instance_packing import packed_columns, plan_rows
 from transforms.masking import prediction_budget
 from transforms.tfrecord import frame_records
 
@@ -87,6 +101,135 @@ def write_random_shards(
     return directory
 
 
+def random_instances(
+    seq_length: int, records: int, vocab_size: int, full_fraction: float = 0.5, seed: int = 0
+) -> dict[str, np.ndarray]:
+    """``records`` random ``[CLS] A [SEP] B [SEP]`` instances padded to ``seq_length``:
+    ``full_fraction`` of them ``seq_length`` tokens long, the others uniform in [8, seq_length];
+    ``min(P, max(1, round(0.15 n)))`` masked positions each (P = ``predictions_for``), used
+    slots first, ascending. Unpacked feature arrays (the feature contract)."""
+    low = min(1000, vocab_size // 2)
+    rng = np.random.default_rng(seed)
+    preds = predictions_for(seq_length)
+    shortest = min(8, seq_length)
+    lengths = np.where(
+        rng.random(records) < full_fraction,
+        seq_length,
+        rng.integers(shortest, seq_length + 1, records),
+    )
+    col = np.arange(seq_length)
+    inside = col[None, :] < lengths[:, None]
+    ids = np.where(inside, rng.integers(low, vocab_size, (records, seq_length)), 0)
+    middle = lengths // 2
+    rows = np.arange(records)
+    ids[:, 0], ids[rows, middle], ids[rows, lengths - 1] = 2, 3, 3
+    segments = (inside & (col[None, :] > middle[:, None])).astype(np.int64)
+    ordinary = inside & (ids != 2) & (ids != 3)
+    keys = np.where(ordinary, rng.random((records, seq_length)), 2.0)
+    counts = np.minimum(preds, np.maximum(1, np.round(lengths * 0.15).astype(np.int64)))
+    # The first counts[i] of the sorted-by-key choices, then ascending.
+    picked = np.argsort(keys, axis=1)[:, :preds]
+    used = np.arange(preds)[None, :] < counts[:, None]
+    chosen = np.sort(np.where(used, picked, seq_length), axis=1)
+    positions = np.where(used, chosen, 0)
+    return {
+        "input_ids": ids,
+        "input_mask": inside.astype(np.int64),
+        "segment_ids": segments,
+        "masked_lm_positions": positions,
+        "masked_lm_ids": np.where(used, rng.integers(low, vocab_size, (records, preds)), 0),
+        "masked_lm_weights": used.astype(np.float32),
+        "next_sentence_labels": rng.integers(0, 2, (records, 1)),
+    }
+
+
+def _write_shards(directory: Path, records: list[bytes], shards: int) -> list[dict]:
+    directory.mkdir(parents=True, exist_ok=True)
+    listed = []
+    for i in range(shards):
+        name = f"part-{i:05d}-of-{shards:05d}.tfrecord"
+        part = records[i::shards]
+        (directory / name).write_bytes(frame_records(part))
+        listed.append({"file": name, "records": len(part)})
+    return listed
+
+
+def write_packing_pair(
+    directory: Path,
+    seq_length: int,
+    records: int,
+    vocab_size: int,
+    max_instances: int,
+    full_fraction: float = 0.5,
+    shards: int = 2,
+    seed: int = 0,
+) -> tuple[Path, Path, dict]:
+    """The same random instances (``random_instances``) as unpacked shards (``unpacked/``) and
+    as rows of up to ``max_instances`` packed by the shard writer's first-fit-decreasing with a
+    packed manifest (``packed/``); (unpacked dir, packed dir, {rows, instances, fill of each})."""
+    inst = random_instances(seq_length, records, vocab_size, full_fraction, seed)
+    preds = inst["masked_lm_positions"].shape[1]
+    floats = ("masked_lm_weights", "next_sentence_weights")
+    encoded = encode_examples(
+        {k: v for k, v in inst.items() if k not in floats},
+        {k: v for k, v in inst.items() if k in floats},
+    )
+    unpacked = directory / "unpacked"
+    _write_shards(unpacked, encoded, shards)
+    lengths = inst["input_mask"].sum(axis=1)
+    plan = plan_rows(lengths, seq_length, max_instances)
+    slots = packed_prediction_slots(seq_length, preds, max_instances, 0.15)
+    columns = packed_columns(
+        input_ids=inst["input_ids"],
+        segment_ids=inst["segment_ids"],
+        lengths=lengths,
+        next_sentence_labels=inst["next_sentence_labels"],
+        plan=plan,
+        masked=(inst["masked_lm_positions"], inst["masked_lm_ids"], inst["masked_lm_weights"]),
+        prediction_slots=slots,
+    ).features()
+    packed_records = encode_examples(
+        {k: v for k, v in columns.items() if k not in floats},
+        {k: v for k, v in columns.items() if k in floats},
+    )
+    packed = directory / "packed"
+    listed = _write_shards(packed, packed_records, shards)
+    lengths_of = kind_lengths(
+        seq_length, preds, max_instances=max_instances, max_predictions_per_row=slots
+    )
+    manifest = {
+        "max_seq_length": seq_length,
+        "max_predictions_per_seq": preds,
+        "masking": "static",
+        "input_mode": "sentence-pairs",
+        "packing": {
+            "max_instances_per_row": max_instances,
+            "max_predictions_per_row": slots,
+            "strategy": "first-fit-decreasing",
+        },
+        "features": {
+            name: {"dtype": "float32" if name in floats else "int64", "length": length}
+            for name, length in lengths_of.items()
+        },
+        "vocab": {"size": vocab_size},
+        "shards": listed,
+        "totals": {"rows": plan.rows, "instances": records},
+    }
+    (packed / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+    tokens = int(lengths.sum())
+    return (
+        unpacked,
+        packed,
+        {
+            "instances": records,
+            "unpacked_rows": records,
+            "packed_rows": plan.rows,
+            "unpacked_fill": round(tokens / (records * seq_length), 4),
+            "packed_fill": round(tokens / (plan.rows * seq_length), 4),
+        },
+    )
+
+
 def measure(
     args: argparse.Namespace,
     data: str,
@@ -123,6 +266,7 @@ def measure(
     gc.collect()
     rate = result.sequences_per_second or 0.0
     return {
+        "tokens_per_second": round(result.tokens_per_second or 0.0, 1),
         "input": "synthetic" if synthetic else "real",
         "precision": precision,
         "xla": xla,
@@ -186,6 +330,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--gpus", type=int)
     p.add_argument("--shuffle-buffer", type=int, default=10_000)
     p.add_argument("--report", help="also write the JSON report here")
+    p.add_argument(
+        "--packing",
+        type=int,
+        default=0,
+        metavar="K",
+        help="compare rows packed K per row with unpacked ones (real tokens/s) instead",
+    )
+    p.add_argument("--full-fraction", type=float, default=0.5, help="--packing: full instances")
+    p.add_argument("--rounds", type=int, default=1, help="--packing: alternating rounds")
     return p.parse_args(argv)
 
 
@@ -201,8 +354,69 @@ def _seq_length_of(data: str) -> int:
     return resolve_shards([data]).max_seq_length
 
 
+def _device_report(args: argparse.Namespace) -> dict:
+    return {
+        "model": args.model,
+        "steps": args.steps,
+        "devices": [
+            tf.config.experimental.get_device_details(d).get("device_name", d.name)
+            for d in tf.config.list_physical_devices("GPU")
+        ]
+        or ["cpu"],
+        "versions": {"tensorflow": tf.__version__, "keras": keras.__version__},
+        "lengths": [],
+    }
+
+
+def packing_main(args: argparse.Namespace) -> int:
+    """``--packing K``: real tokens per second, packed against unpacked (module docstring)."""
+    report = _device_report(args) | {"packing": args.packing, "rounds": args.rounds}
+    vocab = args.vocab_size = args.vocab_size or RANDOM_VOCAB
+    failed = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for seq_length in (int(v) for v in args.seq_lengths.split(",")):
+            batch = args.batch_size.get(seq_length, args.batch_size.get(0, 64))
+            unpacked, packed, counts = write_packing_pair(
+                Path(tmp) / f"seq{seq_length}",
+                seq_length,
+                args.records,
+                vocab,
+                args.packing,
+                args.full_fraction,
+            )
+            entry = {"seq_length": seq_length, "batch_size": batch, **counts, "runs": []}
+            for precision, xla in _combinations(args, seq_length):
+                rates: dict[str, list[float]] = {"unpacked": [], "packed": []}
+                for r in range(args.rounds):
+                    for side, data in (("unpacked", unpacked), ("packed", packed)):
+                        out = f"{tmp}/run-{seq_length}-{precision}-{xla}-{side}-{r}"
+                        try:
+                            row = measure(args, str(data), precision, xla, False, out, batch)
+                        except Exception as e:
+                            failed += 1
+                            row = {"error": f"{type(e).__name__}: {str(e)[:500]}"}
+                        row = {"rows": side, "round": r, **row}
+                        print(f"[benchmark] seq {seq_length}: {json.dumps(row)}", file=sys.stderr)
+                        entry["runs"].append({"precision": precision, "xla": xla, **row})
+                        if "error" not in row:
+                            rates[side].append(row["tokens_per_second"])
+                medians = {k: float(np.median(v)) if v else None for k, v in rates.items()}
+                entry.setdefault("tokens_per_second", {})[f"{precision}{' xla' if xla else ''}"] = {
+                    **medians,
+                    "packed_over_unpacked": round(medians["packed"] / medians["unpacked"], 3)
+                    if medians["packed"] and medians["unpacked"]
+                    else None,
+                }
+            report["lengths"].append(entry)
+            _write(report, args.report)
+    print(json.dumps(report, indent=2))
+    return 1 if failed else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.packing:
+        return packing_main(args)
     report: dict = {
         "model": args.model,
         "steps": args.steps,

@@ -92,3 +92,48 @@ def test_a_failed_combination_is_reported_and_the_rest_run(tmp_path, capsys):
     assert all("--gpus 99 but only" in r["error"] for r in length["runs"])
     assert length["real_over_synthetic"] == {}
     assert json.loads(report_path.read_text())["lengths"] == [length]
+
+
+def test_packing_pair_holds_the_same_instances(tmp_path):
+    from trainer.benchmark import write_packing_pair
+
+    unpacked, packed, counts = write_packing_pair(tmp_path, 32, 40, 300, 3, full_fraction=0.25)
+    plain, rows = resolve_shards([str(unpacked)]), resolve_shards([str(packed)])
+    assert not plain.packed and rows.packed and rows.max_instances_per_row == 3
+    assert counts["packed_rows"] == rows.records < 40 == counts["unpacked_rows"]
+    assert counts["packed_fill"] > counts["unpacked_fill"]
+    a = next(iter(make_dataset(plain, 64, training=False)))
+    b = next(iter(make_dataset(rows, 64, training=False)))
+    assert float(b["next_sentence_weights"].numpy().sum()) == 40
+    for name in ("input_mask", "masked_lm_weights"):
+        assert a[name].numpy().sum() == b[name].numpy().sum(), name
+
+
+def test_packing_benchmark_reports_real_tokens_per_second(tmp_path, capsys, monkeypatch):
+    """The side-by-side report (training itself on both kinds of shards is what
+    test_training's packed run and the matrix above exercise): each side trained on its own
+    shards at the same batch, alternately, and the ratio of the medians."""
+    from trainer import benchmark
+
+    seen = []
+
+    def fake_measure(args, data, precision, xla, synthetic, out, batch_size):
+        info = resolve_shards([data])
+        seen.append((info.packed, batch_size, synthetic))
+        return {"tokens_per_second": 300.0 if info.packed else 200.0, "batch_size": batch_size}
+
+    monkeypatch.setattr(benchmark, "measure", fake_measure)
+    argv = [*TINY, "--packing", "3", "--seq-lengths", "32", "--records", "48", "--rounds", "2"]
+    argv += ["--batch-size", "4", "--vocab-size", "300", "--precisions", "none", "--xla", "off"]
+    assert main(argv) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert seen == [(False, 4, False), (True, 4, False)] * 2
+    (length,) = report["lengths"]
+    assert [r["rows"] for r in length["runs"]] == ["unpacked", "packed"] * 2
+    assert length["tokens_per_second"]["none"] == {
+        "unpacked": 200.0,
+        "packed": 300.0,
+        "packed_over_unpacked": 1.5,
+    }
+    assert length["packed_rows"] < length["unpacked_rows"] == 48
+    assert 0 < length["unpacked_fill"] < length["packed_fill"] <= 1
