@@ -2,12 +2,13 @@
 the phases' time, for several K.
 
     .venv/bin/python -m benchmarks.packing_benchmark [--run-dir DIR] [--k 0 2 3 4] [--repeat 1]
+        [--only seq512]
 
 ``--run-dir`` (default: the ``benchmarks.profile_run`` output, ``benchmarks/work/profile-100mb``)
 is a finished ``bertprep run``; it is copied once per K without its phase directories (see
 ``benchmarks.phase_benchmark.prepare``), every phase of the copy's config gets ``pack_instances:
-K``, and in each round every K reruns only the phases (one pipeline, multi_processing ×
-``--workers``), in alternating order. Per phase and K, from the train manifests: instances,
+K`` (``--only``: the other phases dropped), and in each round every K reruns only the phases (one
+pipeline, multi_processing × ``--workers``), in alternating order. Per phase and K, from the train manifests: instances,
 rows, real tokens / token slots (the packing efficiency), rows of the unpacked run ÷ rows; and
 the phases' wall time against K = 0 (the packing's cost). Prints Markdown rows for
 benchmarks/RESULTS.md.
@@ -30,9 +31,14 @@ from benchmarks.run_benchmark import WORK
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def packed_config(config: Path, k: int) -> None:
-    """Sets ``pack_instances: k`` on every phase of the config at ``config``."""
+def packed_config(config: Path, k: int, only: list[str] | None = None) -> None:
+    """Sets ``pack_instances: k`` on every phase of the config at ``config``; with ``only``,
+    the other phases are dropped first (the phase's own cost, not diluted by the others)."""
     data = yaml.safe_load(config.read_text())
+    if only:
+        data["phases"] = [p for p in data["phases"] if p["name"] in only]
+        if not data["phases"]:
+            raise SystemExit(f"{config}: none of the phases {only}")
     for phase in data["phases"]:
         phase["pack_instances"] = k
     config.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -60,15 +66,17 @@ def main() -> int:
     ap.add_argument("--k", type=int, nargs="+", default=[0, 2, 3, 4])
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--only", nargs="+", help="run only these phases (default: all)")
     args = ap.parse_args()
     if 0 not in args.k:
         args.k = [0, *args.k]
     run_dir = args.run_dir.resolve()
     outs = {}
     for k in args.k:
-        out = WORK / f"packing-{run_dir.name}-k{k}"
+        only = f"-{'-'.join(args.only)}" if args.only else ""
+        out = WORK / f"packing-{run_dir.name}{only}-k{k}"
         config = prepare(run_dir, out)
-        packed_config(config, k)
+        packed_config(config, k, args.only)
         outs[k] = (config, out)
     walls: dict[int, list[float]] = {k: [] for k in args.k}
     for round_ in range(args.repeat):

@@ -168,7 +168,6 @@ def write_packing_pair(
     as rows of up to ``max_instances`` packed by the shard writer's first-fit-decreasing with a
     packed manifest (``packed/``); (unpacked dir, packed dir, {rows, instances, fill of each})."""
     inst = random_instances(seq_length, records, vocab_size, full_fraction, seed)
-    preds = inst["masked_lm_positions"].shape[1]
     floats = ("masked_lm_weights", "next_sentence_weights")
     encoded = encode_examples(
         {k: v for k, v in inst.items() if k not in floats},
@@ -176,6 +175,36 @@ def write_packing_pair(
     )
     unpacked = directory / "unpacked"
     _write_shards(unpacked, encoded, shards)
+    packed = directory / "packed"
+    rows = write_packed_instances(packed, inst, max_instances, vocab_size, shards)
+    tokens = int(inst["input_mask"].sum())
+    return (
+        unpacked,
+        packed,
+        {
+            "instances": records,
+            "unpacked_rows": records,
+            "packed_rows": rows,
+            "unpacked_fill": round(tokens / (records * seq_length), 4),
+            "packed_fill": round(tokens / (rows * seq_length), 4),
+        },
+    )
+
+
+def write_packed_instances(
+    directory: Path,
+    inst: dict[str, np.ndarray],
+    max_instances: int,
+    vocab_size: int,
+    shards: int = 2,
+) -> int:
+    """Unpacked static instances (feature arrays of the contract, in the order given) packed
+    up to ``max_instances`` per row by the shard writer's first-fit-decreasing
+    (``transforms.instance_packing``), written as ``shards`` TFRecord files with a packed
+    manifest (``packing``, ``features``, ``totals``); the number of rows."""
+    seq_length = inst["input_ids"].shape[1]
+    preds = inst["masked_lm_positions"].shape[1]
+    floats = ("masked_lm_weights", "next_sentence_weights")
     lengths = inst["input_mask"].sum(axis=1)
     plan = plan_rows(lengths, seq_length, max_instances)
     slots = packed_prediction_slots(seq_length, preds, max_instances, 0.15)
@@ -183,7 +212,7 @@ def write_packing_pair(
         input_ids=inst["input_ids"],
         segment_ids=inst["segment_ids"],
         lengths=lengths,
-        next_sentence_labels=inst["next_sentence_labels"],
+        next_sentence_labels=inst["next_sentence_labels"].reshape(-1),
         plan=plan,
         masked=(inst["masked_lm_positions"], inst["masked_lm_ids"], inst["masked_lm_weights"]),
         prediction_slots=slots,
@@ -192,8 +221,7 @@ def write_packing_pair(
         {k: v for k, v in columns.items() if k not in floats},
         {k: v for k, v in columns.items() if k in floats},
     )
-    packed = directory / "packed"
-    listed = _write_shards(packed, packed_records, shards)
+    listed = _write_shards(directory, packed_records, shards)
     lengths_of = kind_lengths(
         seq_length, preds, max_instances=max_instances, max_predictions_per_row=slots
     )
@@ -213,21 +241,14 @@ def write_packing_pair(
         },
         "vocab": {"size": vocab_size},
         "shards": listed,
-        "totals": {"rows": plan.rows, "instances": records},
-    }
-    (packed / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
-    tokens = int(lengths.sum())
-    return (
-        unpacked,
-        packed,
-        {
-            "instances": records,
-            "unpacked_rows": records,
-            "packed_rows": plan.rows,
-            "unpacked_fill": round(tokens / (records * seq_length), 4),
-            "packed_fill": round(tokens / (plan.rows * seq_length), 4),
+        "totals": {
+            "rows": plan.rows,
+            "instances": len(lengths),
+            "padding_fraction": round(1 - int(lengths.sum()) / (plan.rows * seq_length), 6),
         },
-    )
+    }
+    (directory / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+    return plan.rows
 
 
 def measure(
@@ -355,6 +376,7 @@ def _seq_length_of(data: str) -> int:
 
 
 def _device_report(args: argparse.Namespace) -> dict:
+    """The report's head: model, steps, devices and versions, and no lengths yet."""
     return {
         "model": args.model,
         "steps": args.steps,
@@ -417,17 +439,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.packing:
         return packing_main(args)
-    report: dict = {
-        "model": args.model,
-        "steps": args.steps,
-        "devices": [
-            tf.config.experimental.get_device_details(d).get("device_name", d.name)
-            for d in tf.config.list_physical_devices("GPU")
-        ]
-        or ["cpu"],
-        "versions": {"tensorflow": tf.__version__, "keras": keras.__version__},
-        "lengths": [],
-    }
+    report = _device_report(args)
     with tempfile.TemporaryDirectory() as tmp:
         if args.data:
             datasets = [(data, _seq_length_of(data)) for data in args.data]

@@ -17,7 +17,7 @@ global norm (the true global norm, not a per-replica one) and applied without a 
 TensorBoard scalars (``OUT/logs``), over the applied updates of each interval: loss, mlm_loss,
 mlm_accuracy, nsp_loss, nsp_accuracy, learning_rate (the one the logged step's update used),
 grad_norm, sequences_per_second (rows; every step run, skipped or not), tokens_per_second (real
-tokens), instances_per_second (packed rows only), and under fp16 loss_scale and skipped_updates.
+tokens), tokens (real tokens in the interval), instances_per_second (packed rows only), and under fp16 loss_scale and skipped_updates.
 Packed rows (several instances each) go through the packed forward pass and count instances in
 the NSP denominator, so a packed batch has the loss of its instances unpacked. After a resume the data order is reseeded with the step, so the
 records seen differ from those before the interruption (the tf.data position is not saved).
@@ -532,6 +532,7 @@ def _run_steps(
                 "learning_rate": last_update_learning_rate(inner, schedule),
                 "sequences_per_second": interval_runs * config.batch_size / max(seconds, 1e-9),
                 "tokens_per_second": totals[TOKENS] / max(seconds, 1e-9),
+                "tokens": totals[TOKENS],
             }
             if info.packed:
                 entry["instances_per_second"] = totals["examples"] / max(seconds, 1e-9)

@@ -295,6 +295,9 @@ def test_packed_shards_train_end_to_end(tmp_path, packed_shards, packed_dynamic_
         # Rows hold several instances: more instances than rows went through each step.
         assert entry["instances_per_second"] > entry["sequences_per_second"]
         assert entry["tokens_per_second"] > 0
+        # The interval's real tokens: 2 steps of whole rows, at most every slot.
+        slots = 2 * config.batch_size * resolve_shards([str(packed_shards)]).max_seq_length
+        assert entry["tokens"] == int(entry["tokens"]) and 0 < entry["tokens"] <= slots
     unpacked = build_pretraining_model(
         get_preset("tiny").with_(**PACKED_SMALL, vocabulary_size=4000)
     )
