@@ -9,7 +9,7 @@ Gutenberg books (``transforms.book_text.clean_book``) and every MediaWiki dump i
 with the project's Punkt splitter on the shared punkt_tab parameters, deduplicated, and cached in
 ``benchmarks/work/sentence-pool/``.
 
-Documents are new: each has 3-8 paragraphs of 2-8 sentences drawn uniformly at random (with a
+Documents are new: each has 3-8 paragraphs (``--paragraphs``) of 2-8 sentences drawn uniformly at random (with a
 seeded numpy generator) from the whole pool, never contiguous runs, so no two documents are exact
 or near duplicates (~3 KB each, like a Wikipedia article). One JSON object per line,
 ``{"title": ..., "text": ...}``, paragraphs separated by a blank line, spread over 8 files whose
@@ -148,14 +148,20 @@ def load_pool(progress=print) -> list[str]:
 
 
 def _write_file(
-    path: Path, pool: np.ndarray, rng: np.random.Generator, target_bytes: int, file_index: int
+    path: Path,
+    pool: np.ndarray,
+    rng: np.random.Generator,
+    target_bytes: int,
+    file_index: int,
+    paragraphs: tuple[int, int] = PARAGRAPHS,
 ) -> tuple[int, int]:
-    """Writes documents to ``path`` until it holds ``target_bytes``; returns (documents, bytes)."""
+    """Writes documents of ``paragraphs`` (inclusive range) paragraphs each to ``path`` until it
+    holds ``target_bytes``; returns (documents, bytes)."""
     documents = written = 0
     tmp = path.with_suffix(".tmp")
     with tmp.open("wb") as f:
         while written < target_bytes:
-            n_par = rng.integers(PARAGRAPHS[0], PARAGRAPHS[1] + 1, size=BATCH_DOCUMENTS)
+            n_par = rng.integers(paragraphs[0], paragraphs[1] + 1, size=BATCH_DOCUMENTS)
             n_sent = rng.integers(SENTENCES[0], SENTENCES[1] + 1, size=int(n_par.sum()))
             picked = pool[rng.integers(0, len(pool), size=int(n_sent.sum()))].tolist()
             s_end = np.cumsum(n_sent).tolist()
@@ -183,12 +189,21 @@ def _write_file(
     return documents, written
 
 
-def build_corpus(megabytes: float, seed: int = DEFAULT_SEED, progress=print) -> dict:
+def build_corpus(
+    megabytes: float,
+    seed: int = DEFAULT_SEED,
+    progress=print,
+    paragraphs: tuple[int, int] = PARAGRAPHS,
+) -> dict:
     """The corpus of ``megabytes`` MB for ``seed``: built, or reused from benchmarks/work.
+    ``paragraphs``: per document (default 3-8; ``(1, 3)`` makes short articles, most of a
+    seq-512 row padding unpacked, as full English Wikipedia's stubs).
 
     Returns its ``corpus.json``: ``files`` (absolute paths), ``documents``, ``bytes``, ``seed``...
     """
     name = f"synthetic-{megabytes:g}mb" + ("" if seed == DEFAULT_SEED else f"-seed{seed}")
+    if tuple(paragraphs) != PARAGRAPHS:
+        name += f"-paragraphs{paragraphs[0]}-{paragraphs[1]}"
     directory = WORK / name
     marker = directory / "corpus.json"
     if marker.exists():
@@ -207,13 +222,14 @@ def build_corpus(megabytes: float, seed: int = DEFAULT_SEED, progress=print) -> 
     for i, want in enumerate(per_file):
         path = directory / f"part-{i:02d}-of-{NUM_FILES:02d}.jsonl"
         rng = np.random.default_rng([seed, i])
-        docs, size = _write_file(path, pool, rng, want, i)
+        docs, size = _write_file(path, pool, rng, want, i, tuple(paragraphs))
         files.append(str(path))
         documents += docs
         total += size
     meta = {
         "megabytes": megabytes,
         "seed": seed,
+        "paragraphs": list(paragraphs),
         "files": files,
         "documents": documents,
         "bytes": total,
@@ -234,9 +250,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--megabytes", type=float, nargs="+", default=[100.0])
     ap.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    ap.add_argument(
+        "--paragraphs", type=int, nargs=2, default=list(PARAGRAPHS), help="per document, LO HI"
+    )
     args = ap.parse_args()
     for mb in args.megabytes:
-        meta = build_corpus(mb, args.seed)
+        meta = build_corpus(mb, args.seed, paragraphs=tuple(args.paragraphs))
         print(json.dumps({k: v for k, v in meta.items() if k != "files"}))
 
 

@@ -109,3 +109,22 @@ def test_messages_are_rewritten_only_where_they_name_a_typed_option():
         "--random_seed must be positive"
     )
     assert as_typed("--seed must be positive", [], parser) == "--seed must be positive"
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [([], 0), (["--pack-instances"], None), (["--pack-instances", "2"], 2)],
+)
+def test_pack_instances_alone_packs_the_measured_default(
+    tmp_path, sample_corpus_files, sample_vocab_path, flags, expected
+):
+    """Off unless asked; the bare flag is ``DEFAULT_PACK_INSTANCES`` (4), a number is K."""
+    from pipeline.cli import build_parser
+    from pipeline.commands.instances import config_from_args
+    from transforms.features import DEFAULT_PACK_INSTANCES
+
+    argv = _instances(tmp_path, sample_corpus_files, sample_vocab_path, *flags)
+    args, _ = build_parser().parse_known_args(argv)
+    want = DEFAULT_PACK_INSTANCES if expected is None else expected
+    assert DEFAULT_PACK_INSTANCES == 4
+    assert config_from_args(args).pack_instances == want
