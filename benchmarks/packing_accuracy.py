@@ -14,9 +14,9 @@ mean real tokens per row). Both are evaluated on the same unpacked held-out shar
 
 ``--write-regrouped DIR`` writes the control instead and exits: the unpacked instances in a
 random order (``--seeds``' first), packed by the same first-fit-decreasing (K = the packed
-manifest's) over the whole set, so that the instances sharing a row are unrelated (the shard
-writer packs each batch of one bucket's instances, neighbours in the corpus). ``--sides packed``
-then trains only the packed side (say, on the control).
+manifest's) over the whole set, rows in a random order, so that the instances sharing a row are
+unrelated (the shard writer packs each batch of one bucket's instances, neighbours in the
+corpus). ``--sides packed`` then trains only the packed side (say, on the control).
 
 The report gives, per side, each seed's held-out MLM and NSP accuracy and the real tokens trained,
 their mean and standard deviation over seeds (the noise: initialization, dropout and data order),
@@ -80,7 +80,9 @@ def write_regrouped(args: argparse.Namespace, target: Path) -> int:
     inst = {name: value[order] for name, value in inst.items()}
     packed = json.loads((args.packed / MANIFEST).read_text())
     k = packed["packing"]["max_instances_per_row"]
-    rows = write_packed_instances(target, inst, k, packed["vocab"]["size"], shards=8)
+    rows = write_packed_instances(
+        target, inst, k, packed["vocab"]["size"], shards=8, shuffle_seed=args.seeds[0]
+    )
     print(f"[packing_accuracy] {len(order)} instances in {rows} rows: {target}", file=sys.stderr)
     return 0
 

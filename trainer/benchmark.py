@@ -197,11 +197,14 @@ def write_packed_instances(
     max_instances: int,
     vocab_size: int,
     shards: int = 2,
+    shuffle_seed: int | None = None,
 ) -> int:
     """Unpacked static instances (feature arrays of the contract, in the order given) packed
     up to ``max_instances`` per row by the shard writer's first-fit-decreasing
     (``transforms.instance_packing``), written as ``shards`` TFRecord files with a packed
-    manifest (``packing``, ``features``, ``totals``); the number of rows."""
+    manifest (``packing``, ``features``, ``totals``); the number of rows. Rows are written in
+    the order first-fit-decreasing opened them (longest first), or with ``shuffle_seed`` in a
+    random order (as the shard writer's shuffle keys put them)."""
     seq_length = inst["input_ids"].shape[1]
     preds = inst["masked_lm_positions"].shape[1]
     floats = ("masked_lm_weights", "next_sentence_weights")
@@ -221,6 +224,9 @@ def write_packed_instances(
         {k: v for k, v in columns.items() if k not in floats},
         {k: v for k, v in columns.items() if k in floats},
     )
+    if shuffle_seed is not None:
+        order = np.random.default_rng(shuffle_seed).permutation(len(packed_records))
+        packed_records = [packed_records[i] for i in order]
     listed = _write_shards(directory, packed_records, shards)
     lengths_of = kind_lengths(
         seq_length, preds, max_instances=max_instances, max_predictions_per_row=slots
