@@ -17,7 +17,8 @@ global norm (the true global norm, not a per-replica one) and applied without a 
 TensorBoard scalars (``OUT/logs``), over the applied updates of each interval: loss, mlm_loss,
 mlm_accuracy, nsp_loss, nsp_accuracy, learning_rate (the one the logged step's update used),
 grad_norm, sequences_per_second (rows; every step run, skipped or not), tokens_per_second (real
-tokens), tokens (real tokens in the interval), instances_per_second (packed rows only), and under fp16 loss_scale and skipped_updates.
+tokens), tokens (real tokens in the interval), instances_per_second (packed rows only), and
+under fp16 loss_scale and skipped_updates.
 Packed rows (several instances each) go through the packed forward pass and count instances in
 the NSP denominator, so a packed batch has the loss of its instances unpacked. After a resume the data order is reseeded with the step, so the
 records seen differ from those before the interruption (the tf.data position is not saved).

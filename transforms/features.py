@@ -168,7 +168,7 @@ the slots on the benchmark corpus (3: 98.1%) and 96.3% on short articles (44% fi
 as full Wikipedia; 3: 92.2%), halving the rows there (÷2.17; benchmarks/RESULTS.md)."""
 
 PACKING_STRATEGY = "first-fit-decreasing"
-"""How instances are grouped into rows (``transforms.packing``), written into the manifest."""
+"""How instances are grouped into rows (``transforms.instance_packing``), written into the manifest."""
 
 PACKED_FEATURES: tuple[FeatureSpec, ...] = (
     FeatureSpec("input_ids", "int64", "max_seq_length"),
