@@ -134,10 +134,11 @@ def main(argv: list[str] | None = None) -> int:
         describe,
         reset_stage,
     )
+    from pipeline.runtime.interrupts import InterruptLatch
     from transforms.errors import UserError
 
     reset_stage()
-    with RunnerNoise(hold=not verbose) as noise:
+    with InterruptLatch(), RunnerNoise(hold=not verbose) as noise:
         try:
             return args.run(args, extra)
         except UserError as e:

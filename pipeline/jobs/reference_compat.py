@@ -42,6 +42,7 @@ from pipeline.jobs.instances import (
 )
 from pipeline.jobs.scaffold import RESULT, ReconciliationError, delete_tree
 from pipeline.runtime.failures import exception_chain
+from pipeline.runtime.interrupts import raise_if_interrupted
 from pipeline.steps.reference_invocation import (
     RESUME_DIR,
     ReferenceInvocation,
@@ -369,6 +370,7 @@ def _run(config, pipeline_options, progress, vocab, settings, plan, todo, done) 
             f"{invocation['instances']:,} instances in {invocation['seconds']} s"
         )
     manifest = {"format": MANIFEST_FORMAT, **manifest, "elapsed_seconds": round(elapsed, 2)}
+    raise_if_interrupted()
     write_json_atomically(FileSystems.join(config.output, MANIFEST), manifest)  # last
     remove_markers(config.output)
     return manifest

@@ -27,6 +27,7 @@ from pipeline.jobs.instances import InstancesJobConfig
 from pipeline.jobs.run_config import SOURCES, PhaseConfig, RunConfig
 from pipeline.jobs.vocab import VocabJobConfig
 from pipeline.runtime.failures import running_stage
+from pipeline.runtime.interrupts import raise_if_interrupted
 from transforms.errors import UserError
 
 STAGE_FILE = "stage.json"
@@ -56,6 +57,7 @@ def _read_stage(directory: str) -> dict | None:
 
 
 def _write_stage(directory: str, payload: dict) -> None:
+    raise_if_interrupted()
     write_json_atomically(FileSystems.join(directory, STAGE_FILE), payload)
 
 

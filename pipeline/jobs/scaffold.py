@@ -29,6 +29,7 @@ from pipeline.files.artifacts import (
     write_json_atomically,
 )
 from pipeline.runtime.counters import MergeCounts
+from pipeline.runtime.interrupts import raise_if_interrupted
 from transforms.features import MANIFEST
 
 REJECTS = "rejects.jsonl"
@@ -98,7 +99,9 @@ def write_manifest(output: str, manifest_format: str, manifest: dict, elapsed: f
     """Commits the job: deletes what killed or retried attempts left in ``output``
     (``delete_litter``), then writes ``output/manifest.json`` atomically (the job's last write:
     its presence says the job finished) with ``format`` and ``elapsed_seconds``; returns what
-    was written."""
+    was written. Nothing is committed after a Ctrl-C, even one Python swallowed
+    (``raise_if_interrupted``)."""
+    raise_if_interrupted()
     delete_litter(output)
     manifest = {"format": manifest_format, **manifest, "elapsed_seconds": round(elapsed, 2)}
     write_json_atomically(FileSystems.join(output, MANIFEST), manifest)
