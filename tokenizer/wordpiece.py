@@ -526,15 +526,34 @@ class _PrenormalizedPath:
 
     def flat_ids(self, prepared: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """``ids(prepared)`` as (every text's ids one after the other, int32; ids per text,
-        int64): no Python list per text."""
-        chunks = list(map(str.split, prepared))
-        per_chunk = list(map(self._chunk_lookup(chunks), itertools.chain.from_iterable(chunks)))
-        ids = np.fromiter(itertools.chain.from_iterable(per_chunk), dtype=np.int32)
-        chunk_ends = np.zeros(len(per_chunk) + 1, dtype=np.int64)
-        np.cumsum(np.fromiter(map(len, per_chunk), np.int64, len(per_chunk)), out=chunk_ends[1:])
-        text_ends = np.zeros(len(chunks) + 1, dtype=np.int64)
-        np.cumsum(np.fromiter(map(len, chunks), np.int64, len(chunks)), out=text_ends[1:])
-        return ids, np.diff(chunk_ends[text_ends])
+        int64), with Python work per distinct chunk only.
+
+        Arrow cuts the texts at spaces and numbers the batch's distinct chunks
+        (``dictionary_encode``); each distinct chunk is looked up once (``_chunk_lookup``) and
+        the ids of every chunk occurrence are gathered from those by numpy. A batch of natural
+        text has ~3-10× fewer distinct chunks than chunks (more in larger batches). Prepared
+        text holds no whitespace but spaces (see ``prepare``), so Arrow's cut is ``str.split``'s.
+        """
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        texts = pc.ascii_split_whitespace(pa.array(prepared, type=pa.large_string()))
+        numbered = pc.dictionary_encode(texts.flatten())
+        distinct = numbered.dictionary.to_pylist()
+        per_distinct = list(map(self._chunk_lookup([distinct]), distinct))
+        lengths = np.fromiter(map(len, per_distinct), np.int64, len(per_distinct))
+        distinct_ids = np.fromiter(
+            itertools.chain.from_iterable(per_distinct), np.int32, int(lengths.sum())
+        )
+        which = numbered.indices.to_numpy(zero_copy_only=False)
+        chunk_lengths = lengths[which]
+        chunk_ends = np.zeros(len(which) + 1, dtype=np.int64)
+        np.cumsum(chunk_lengths, out=chunk_ends[1:])
+        starts = np.cumsum(lengths) - lengths
+        shift = np.repeat(starts[which] - chunk_ends[:-1], chunk_lengths)
+        ids = distinct_ids[np.arange(int(chunk_ends[-1])) + shift]
+        text_ends = chunk_ends[texts.offsets.to_numpy()]
+        return ids, np.diff(text_ends)
 
     def _chunk_lookup(self, chunks: list[list[str]]) -> Callable[[str], tuple[int, ...]]:
         """Space-separated chunk → its ids, for every chunk of ``chunks``.

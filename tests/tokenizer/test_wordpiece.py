@@ -235,6 +235,7 @@ def test_fast_path_matches_the_full_pipeline(tiny_vocab_path: Path, do_lower_cas
     expected = [e.ids for e in full.encode_batch(texts, add_special_tokens=False)]
     assert ours.encode_batch(texts) == expected
     assert [ours.encode(t) for t in texts] == expected
+    assert _flat_lists(ours, texts) == expected
     taken = sum(ours._fast_path().prepare(t) is not None for t in texts)
     assert 3000 <= taken < len(texts)  # both paths were exercised
     ref_ids = _reference(tiny_vocab_path, do_lower_case)
@@ -290,6 +291,8 @@ def test_bad_input_fast_and_full_paths_match_the_rust_pipeline(do_lower_case: bo
     expected = [e.ids for e in full.encode_batch(_BAD_INPUTS, add_special_tokens=False)]
     assert ours.encode_batch(_BAD_INPUTS) == expected
     assert ours.encode_batch(_BAD_INPUTS[::-1]) == expected[::-1]  # now from the cache
+    assert _flat_lists(ours, _BAD_INPUTS) == expected
+    assert _flat_lists(BertWordPieceTokenizer(vocab, do_lower_case), _BAD_INPUTS) == expected
     assert [ours.encode(t) for t in _BAD_INPUTS] == expected
     assert expected[2] == [vocab.unk_id]
     assert expected[3][1] == vocab.unk_id and len(expected[3]) == 4
@@ -386,6 +389,34 @@ def test_uncased_fast_path_folds_latin_accents_as_the_full_pipeline(tiny_vocab_p
     assert expected[: len(letters)] == [ref_ids(t) for t in texts[: len(letters)]]
     cased = BertWordPieceTokenizer(vocab, do_lower_case=False)._fast_path()
     assert cased.prepare("Rīga") is None
+
+
+def _flat_lists(tok: BertWordPieceTokenizer, texts: list[str]) -> list[list[int]]:
+    """``encode_batch_flat(texts)`` cut back into one list of ids per text."""
+    ids, counts = tok.encode_batch_flat(texts)
+    assert ids.dtype == np.int32 and counts.dtype == np.int64 and len(counts) == len(texts)
+    ends = np.cumsum(counts).tolist()
+    return [ids[end - n : end].tolist() for end, n in zip(ends, counts.tolist(), strict=True)]
+
+
+def test_flat_ids_cut_texts_as_str_split_does(tiny_vocab: Vocab) -> None:
+    """Arrow's cut of prepared texts at spaces is ``str.split``'s: runs of spaces, leading and
+    trailing spaces, texts of spaces only, chunks repeated within and across texts."""
+    tok = BertWordPieceTokenizer(tiny_vocab, do_lower_case=True)
+    rng = random.Random(3)
+    words = ["hello", "world,", "(x)", "—", "a.b", "hello"]
+    texts = [
+        "".join(rng.choice([*words, " ", "  "]) for _ in range(rng.randint(0, 12)))
+        for _ in range(500)
+    ]
+    texts += ["", " ", "   ", " hello ", "hello  world,  "]
+    assert _flat_lists(tok, texts) == tok.encode_batch(texts)
+    fast = tok._fast_path()
+    prepared = [fast.prepare(t) for t in texts]
+    expected = fast.ids(prepared)  # str.split, one Python lookup per chunk
+    ids, counts = fast.flat_ids(prepared)
+    assert counts.tolist() == [len(e) for e in expected]
+    assert ids.tolist() == [t for e in expected for t in e]
 
 
 def test_encode_batch_flat_equals_encode_batch(tiny_vocab: Vocab) -> None:
@@ -548,7 +579,9 @@ def test_real_corpora_ids_identical_to_reference(vocab_name: str, do_lower_case:
     unique = sorted(set(lines))  # identical lines give identical ids: compare each once
     started = time.perf_counter()
     mismatched = n_tokens = 0
-    for line, ids in zip(unique, ours.encode_batch(unique), strict=True):
+    batched = ours.encode_batch(unique)
+    assert _flat_lists(ours, unique) == batched  # the tokenize stage's path
+    for line, ids in zip(unique, batched, strict=True):
         expected = ref(line)
         n_tokens += len(expected)
         if ids != expected:
