@@ -1,4 +1,4 @@
-"""Compiles the instance phases' numba kernels once, into numba's on-disk cache.
+"""Compiles the numba kernels (instance phases, near dedup) once, into numba's on-disk cache.
 
 Each kernel is compiled on its first call and cached beside its module (``__pycache__``); a
 fresh install would otherwise pay that in every worker of its first job (about 10 s on 2 cores).
@@ -15,7 +15,7 @@ import numpy as np
 
 
 def warm() -> None:
-    """Calls every kernel of the instance phases once, on a tiny bucket."""
+    """Calls every kernel once: the instance phases' on a tiny bucket, near dedup's on two texts."""
     from transforms.framed_examples import (
         FramedRecords,
         count_frames,
@@ -52,6 +52,9 @@ def warm() -> None:
     bounds = frame_bounds(framed.data, 0, len(framed))
     gather_frames(framed.data, bounds[:-1], bounds[1:])
     count_frames(data)
+    from transforms.near_duplicates import minhash_signatures
+
+    minhash_signatures(["one two three four five six", ""])  # clean's near dedup
 
 
 if __name__ == "__main__":

@@ -44,7 +44,6 @@ LENGTH_WEIGHT = 0x9E3779B97F4A7C15
 PIECE_BYTES = 1 << 20
 """Texts are hashed in pieces of about this many bytes, cut between words (memory per piece:
 a few arrays of 8 bytes per byte of text)."""
-_CHUNK = 2048  # columns per step: 128 x 2048 x 8 bytes stay in cache
 # Odd 64-bit constants weighting a shingle's word positions (from the golden ratio and the
 # xxHash/murmur3 primes), so a shingle and its permutations hash apart.
 SHINGLE_WEIGHTS = np.array(
@@ -228,24 +227,24 @@ def minhash_signatures(texts: Sequence[str]) -> np.ndarray:
 
 def _permuted_minima(values: np.ndarray, owners: np.ndarray, out: np.ndarray) -> None:
     """Lowers ``out[owner]`` (uint64[..., NUM_PERMUTATIONS]) to the minimum of ``(a*x + b) mod
-    2**64`` over the values ``x`` of each owner (``owners`` ascending, one per value), in column
-    chunks that stay in cache."""
-    y = np.empty((NUM_PERMUTATIONS, min(len(values), _CHUNK)), dtype=np.uint64)
-    for start in range(0, len(values), _CHUNK):
-        x = values[None, start : start + _CHUNK]
-        yy = y[:, : x.shape[1]]
-        np.multiply(_A, x, out=yy)
-        yy += _B
-        chunk_owners = owners[start : start + _CHUNK]
-        cuts = np.flatnonzero(np.concatenate(([True], chunk_owners[1:] != chunk_owners[:-1])))
-        minima = np.minimum.reduceat(yy, cuts, axis=1)
-        np.minimum.at(out, chunk_owners[cuts], minima.T)
+    2**64`` over the values ``x`` of each owner (``owners`` ascending, one per value), in one
+    compiled loop (``transforms.minhash_kernel``)."""
+    from transforms.minhash_kernel import lower_to_minima
+
+    if not out.flags.c_contiguous:
+        raise ValueError("out must be C-contiguous (it is lowered in place)")
+    lower_to_minima(
+        np.ascontiguousarray(values, dtype=np.uint64),
+        np.ascontiguousarray(owners, dtype=np.int64),
+        np.ascontiguousarray(_A.ravel()),
+        np.ascontiguousarray(_B.ravel()),
+        out.reshape(-1, NUM_PERMUTATIONS),
+    )
 
 
 def signature_of_hashes(shingles: np.ndarray) -> np.ndarray:
     """The MinHash signature of uint64 shingle hashes (repeats allowed): per permutation, the
-    minimum of ``(a*x + b) mod 2**64``; all-max when there are none. Computed in column chunks
-    that stay in cache."""
+    minimum of ``(a*x + b) mod 2**64``; all-max when there are none."""
     out = np.full(NUM_PERMUTATIONS, np.iinfo(np.uint64).max, dtype=np.uint64)
     if not len(shingles):
         return out

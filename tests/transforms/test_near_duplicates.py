@@ -251,7 +251,7 @@ def test_agreement_tracks_the_exact_jaccard_of_edited_texts():
 def test_signatures_of_a_batch_equal_one_at_a_time(monkeypatch: pytest.MonkeyPatch):
     """``minhash_signatures`` keeps texts apart: words, shingles and minima never cross from one
     text to the next, whatever the texts (empty, no words, fewer words than a shingle, line
-    breaks, long ones cut in pieces, several column chunks)."""
+    breaks, long ones cut in pieces)."""
     rng = random.Random(11)
     pool = ["w", "Word", "ÉLAN", "straße", "中文", "x1", "_", "a\u0301", "--", "\n", "“q”", "Σ"]
     texts = ["", "one", "one two", "!!! ???", "one two three four", "a b c d e", "\n\n"]
@@ -261,5 +261,4 @@ def test_signatures_of_a_batch_equal_one_at_a_time(monkeypatch: pytest.MonkeyPat
     assert np.array_equal(nd.minhash_signatures(texts), expected)
     assert nd.minhash_signatures([]).shape == (0, nd.NUM_PERMUTATIONS)
     monkeypatch.setattr(nd, "PIECE_BYTES", 100)
-    monkeypatch.setattr(nd, "_CHUNK", 7)
     assert np.array_equal(nd.minhash_signatures(texts), expected)
