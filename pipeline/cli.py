@@ -134,13 +134,15 @@ def main(argv: list[str] | None = None) -> int:
         describe,
         reset_stage,
     )
-    from pipeline.runtime.interrupts import InterruptLatch
+    from pipeline.runtime.interrupts import InterruptLatch, raise_if_interrupted
     from transforms.errors import UserError
 
     reset_stage()
     with InterruptLatch(), RunnerNoise(hold=not verbose) as noise:
         try:
-            return args.run(args, extra)
+            code = args.run(args, extra)
+            raise_if_interrupted()  # a swallowed Ctrl-C ends in the same one line, exit 130
+            return code
         except UserError as e:
             noise.drop()  # a worker's error said in one line: its tracebacks add nothing
             return _user_error(args.command, as_typed(str(e), argv, command))
