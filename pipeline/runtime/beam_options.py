@@ -153,7 +153,9 @@ def make_pipeline_options(beam_args: list[str]) -> PipelineOptions:
         if "--direct_num_workers" not in given and direct.direct_running_mode == "multi_processing":
             direct.direct_num_workers = os.cpu_count() or 1
         if runner in ("DirectRunner", "direct"):
-            from pipeline.runtime.local_runner import RUNNER
+            from pipeline.runtime.local_runner import RUNNER, start_zygote
 
             options.view_as(StandardOptions).runner = RUNNER
+            if direct.direct_running_mode == "multi_processing" and direct.direct_num_workers > 1:
+                start_zygote()  # its imports overlap the launcher's own start
     return options

@@ -11,14 +11,220 @@ runner the DirectRunner falls back to here, with the same options (``--direct_ru
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import itertools
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
 
 from apache_beam.portability import python_urns
 from apache_beam.runners.direct.direct_runner import SwitchingDirectRunner
-from apache_beam.runners.portability.fn_api_runner import fn_runner
+from apache_beam.runners.portability.fn_api_runner import fn_runner, worker_handlers
 
 RUNNER = f"{__name__}.FnApiDirectRunner"
 """The ``--runner`` value ``pipeline.runtime.beam_options`` gives a job that asked for the DirectRunner."""
+
+
+FORKED_SDK = "bertprep:forked_sdk:v1"
+"""The environment URN of SDK workers forked by ``pipeline.runtime.worker_zygote``."""
+FORKED_WORKERS_ENV = "BERTPREP_FORKED_WORKERS"
+"""``0`` turns the zygote off: every worker is then a new process, as Beam starts them."""
+_SAME_FOR_ZYGOTE = ("PYTHONPATH", "PYTHONHASHSEED", "BERTPREP_WORKER_DATAFLOW_CLIENT")
+"""Environment variables that act when a process starts: a worker whose environment differs
+from the zygote's in one of them is started as a new process instead."""
+_READY_TIMEOUT_S = 120.0
+
+
+class Zygote:
+    """The launcher's handle on its ``pipeline.runtime.worker_zygote`` process: one per launcher,
+    started on first use (or early, by ``start_zygote``) and killed when the launcher exits."""
+
+    _instance: Zygote | None = None
+    _lock = threading.Lock()
+
+    def __init__(self) -> None:
+        self._dir = tempfile.mkdtemp(prefix="bertprep-zygote-")
+        if len(self._dir) > 90:  # a Unix socket's path has room for ~107 bytes
+            self._dir = tempfile.mkdtemp(prefix="bertprep-zygote-", dir="/tmp")
+        self.path = os.path.join(self._dir, "socket")
+        self.environment = {k: os.environ.get(k) for k in _SAME_FOR_ZYGOTE}
+        ready_read, ready_write = os.pipe()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "pipeline.runtime.worker_zygote", self.path, str(ready_write)],
+            stdin=subprocess.PIPE,
+            pass_fds=(ready_write,),
+        )
+        os.close(ready_write)
+        self._ready = threading.Event()
+        self._failed = False
+        threading.Thread(
+            target=self._wait_ready, args=(ready_read,), name="zygote-ready", daemon=True
+        ).start()
+        atexit.register(self.close)
+
+    def _wait_ready(self, fd: int) -> None:
+        with os.fdopen(fd, "rb") as f:
+            self._failed = f.readline().strip() != b"ready"
+        self._ready.set()
+
+    @classmethod
+    def get(cls) -> Zygote | None:
+        """The running zygote (started now if none), or None when turned off."""
+        if os.environ.get(FORKED_WORKERS_ENV, "1") == "0":
+            return None
+        with cls._lock:
+            if cls._instance is None or cls._instance.process.poll() is not None:
+                cls._instance = cls()
+            return cls._instance
+
+    def usable_for(self, env: dict, command_line: str) -> bool:
+        """Waits for the warm-up; True when it succeeded and a worker started by
+        ``command_line`` with ``env`` would be the process the zygote forks."""
+        if command_line != default_worker_command():
+            return False
+        if not self._ready.wait(_READY_TIMEOUT_S) or self._failed:
+            return False
+        same = all(env.get(k) == v for k, v in self.environment.items())
+        return same and self.process.poll() is None
+
+    def fork_worker(self, env: dict, modules: list[str]) -> int:
+        """Forks a worker with ``env`` (the zygote imports ``modules`` first); blocks until it
+        ends and returns its exit status (-N: killed by signal N)."""
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.connect(self.path)
+            request = {"env": env, "cwd": os.getcwd(), "modules": modules}
+            conn.sendall((json.dumps(request) + "\n").encode())
+            status = None
+            for line in conn.makefile("rb"):
+                status = json.loads(line).get("status", status)
+        if status is None:  # the zygote died: so did its children
+            raise RuntimeError(
+                "Worker subprocess exited with return code -9 (its zygote process ended)"
+            )
+        return status
+
+    def close(self) -> None:
+        """Kills the zygote (its workers have ended with their pipelines)."""
+        with contextlib.suppress(Exception):
+            self.process.kill()
+            self.process.wait(timeout=5)
+        with contextlib.suppress(Exception):
+            os.unlink(self.path)
+        with contextlib.suppress(Exception):
+            os.rmdir(self._dir)
+
+
+def default_worker_command() -> str:
+    """The shell command of a multi-process worker as Beam makes it, ``exec`` added: the only
+    one the zygote stands in for (a worker given by ``--environment_config`` is started as is)."""
+    return f"exec {sys.executable} -m apache_beam.runners.worker.sdk_worker_main"
+
+
+def start_zygote() -> None:
+    """Starts the worker zygote now, so that its imports overlap the launcher's own start."""
+    Zygote.get()
+
+
+_pipeline_modules: list[str] = []
+
+
+def remember_pipeline_modules(pipeline) -> None:
+    """The modules of ``pipeline``'s DoFns and transforms (not Beam's), for the zygote to import
+    once before it forks the pipeline's workers."""
+    from apache_beam.pipeline import PipelineVisitor
+
+    found: dict[str, None] = {}
+
+    class Modules(PipelineVisitor):
+        def visit_transform(self, applied) -> None:
+            for thing in (applied.transform, getattr(applied.transform, "fn", None)):
+                module = type(thing).__module__ if thing is not None else ""
+                if module and not module.startswith(("apache_beam", "builtins", "__main__")):
+                    found[module] = None
+
+        enter_composite_transform = visit_transform
+
+    pipeline.visit(Modules())
+    _pipeline_modules[:] = list(found)
+
+
+@worker_handlers.WorkerHandler.register_environment(FORKED_SDK, bytes)
+class ForkedSdkWorkerHandler(worker_handlers.SubprocessSdkWorkerHandler):
+    """Beam's subprocess worker handler, its worker forked by the zygote when one is usable."""
+
+    def start_worker(self) -> None:
+        from apache_beam.runners.portability import local_job_service
+
+        self.worker = local_job_service.SubprocessSdkWorker(
+            self._worker_command_line, self.control_address, self.provision_info, self.worker_id
+        )
+        self.worker_thread = threading.Thread(
+            name="run_worker", target=_run_worker, args=(self.worker, list(_pipeline_modules))
+        )
+        self.worker_thread.start()
+
+
+def _run_worker(worker, modules: list[str]) -> None:
+    """What ``SubprocessSdkWorker.run`` does (a logging service for the worker, the worker's
+    environment, an error naming a non-zero exit status), with the worker forked by the zygote
+    when it is usable and started by ``/bin/sh`` otherwise."""
+    import grpc
+    from apache_beam.portability.api import beam_fn_api_pb2_grpc, endpoints_pb2
+    from apache_beam.runners.portability.local_job_service import BeamFnLoggingServicer
+    from apache_beam.utils import thread_pool_executor
+    from google.protobuf import json_format, text_format
+
+    logging_server = grpc.server(
+        thread_pool_executor.shared_unbounded_instance(),
+        options=[("grpc.http2.max_pings_without_data", 0), ("grpc.http2.max_ping_strikes", 0)],
+    )
+    port = logging_server.add_insecure_port("[::]:0")
+    logging_server.start()
+    beam_fn_api_pb2_grpc.add_BeamFnLoggingServicer_to_server(
+        BeamFnLoggingServicer(), logging_server
+    )
+
+    def descriptor(url: str) -> str:
+        return text_format.MessageToString(endpoints_pb2.ApiServiceDescriptor(url=url))
+
+    env = dict(
+        os.environ,
+        CONTROL_API_SERVICE_DESCRIPTOR=descriptor(worker._control_address),
+        LOGGING_API_SERVICE_DESCRIPTOR=descriptor(f"localhost:{port}"),
+        PIPELINE_OPTIONS=json_format.MessageToJson(
+            worker._provision_info.provision_info.pipeline_options
+        ),
+    )
+    if worker._worker_id:
+        env["WORKER_ID"] = worker._worker_id
+    try:
+        zygote = Zygote.get()
+        if zygote is not None and zygote.usable_for(env, worker._worker_command_line):
+            status = zygote.fork_worker(env, modules)
+        else:
+            with worker_handlers.SUBPROCESS_LOCK:
+                process = subprocess.Popen(worker._worker_command_line, shell=True, env=env)
+            try:
+                status = process.wait()
+            finally:
+                if process.poll() is None:
+                    process.kill()
+        if status:
+            raise RuntimeError(f"Worker subprocess exited with return code {status}")
+    finally:
+        logging_server.stop(0)
+
+
+def fork_workers(pipeline_proto) -> None:
+    """Makes the pipeline's multi-process SDK workers forked ones (``ForkedSdkWorkerHandler``)."""
+    for environment in pipeline_proto.components.environments.values():
+        if environment.urn == python_urns.SUBPROCESS_SDK:
+            environment.urn = FORKED_SDK
 
 
 def exec_workers(pipeline_proto) -> None:
@@ -51,6 +257,7 @@ class ExecWorkersFnApiRunner(fn_runner.FnApiRunner):
     def run_via_runner_api(self, pipeline_proto, options):
         global _running
         exec_workers(pipeline_proto)
+        fork_workers(pipeline_proto)
         _running = next(_runs)
         try:
             return super().run_via_runner_api(pipeline_proto, options)
@@ -69,4 +276,5 @@ class FnApiDirectRunner(SwitchingDirectRunner):
         info = fn_runner.ExtendedProvisionInfo(
             beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded)
         )
+        remember_pipeline_modules(pipeline)
         return ExecWorkersFnApiRunner(provision_info=info).run_pipeline(pipeline, options)

@@ -82,7 +82,8 @@ def children(pid: int) -> list[int]:
 
 
 def workers(pid: int) -> list[int]:
-    """The Beam SDK worker processes the launcher ``pid`` started."""
+    """The Beam SDK worker processes the launcher ``pid`` started: its own children, or the
+    children of its worker zygote (``pipeline.runtime.worker_zygote``)."""
     found = []
     for child in children(pid):
         try:
@@ -91,6 +92,8 @@ def workers(pid: int) -> list[int]:
             continue
         if b"sdk_worker_main" in cmdline:
             found.append(child)
+        elif b"pipeline.runtime.worker_zygote" in cmdline:
+            found.extend(children(child))
     return found
 
 

@@ -26,6 +26,9 @@ group) at once with exit status 130 and no traceback, and the harness's own prin
 bundle's traceback to stderr is dropped (the runner gets it and the launcher raises it, or says
 in one line what happened: ``pipeline.runtime.failures``).
 
+A worker forked by ``pipeline.runtime.worker_zygote`` gets the same hooks from
+``worker_started()``, called once its environment is the worker's.
+
 Then runs any other ``sitecustomize`` on the path.
 """
 
@@ -35,13 +38,23 @@ import logging
 import os
 import sys
 
-if os.environ.get("BERTPREP_QUIET"):
-    _handler = logging.StreamHandler(sys.stderr)
+_handler: logging.Handler | None = None
+
+
+def _quiet_logging() -> None:
+    global _handler
+    if not os.environ.get("BERTPREP_QUIET"):
+        return
+    if _handler is None:
+        _handler = logging.StreamHandler(sys.stderr)
+        _handler.setFormatter(logging.Formatter("%(levelname)s:%(name)s:%(message)s"))
+        logging.getLogger().addHandler(_handler)
     _handler.setLevel(
         logging.CRITICAL if os.environ.get("CONTROL_API_SERVICE_DESCRIPTOR") else logging.ERROR
     )
-    _handler.setFormatter(logging.Formatter("%(levelname)s:%(name)s:%(message)s"))
-    logging.getLogger().addHandler(_handler)
+
+
+_quiet_logging()
 
 
 _harness_done = False
@@ -127,6 +140,15 @@ def _chain() -> None:
     if spec is not None and spec.loader is not None:
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
+
+
+def worker_started() -> None:
+    """The hooks above, for a worker forked by ``pipeline.runtime.worker_zygote`` from a process
+    that imported this module before it had a worker's environment."""
+    _quiet_logging()
+    _skip_dataflow_client()
+    _exit_fast_after_harness()
+    _quiet_worker()
 
 
 _skip_dataflow_client()
