@@ -6,7 +6,9 @@ creation order within a task. Position ``g`` goes to shard ``g % num_shards`` (s
 ordered by a keyed random 63-bit key. Consecutive instances of one document therefore land in
 different shards, and each shard mixes all buckets. A shard writer reads its block from every
 task's spill file, writes under a temporary name in a hidden directory that no shard reader looks
-into, renames, then reads the file back and counts; its result records the file's size in bytes.
+into, renames, then checks what the file holds: an uncompressed shard must be exactly the bytes
+of the frames it located and counted in memory (its size on disk), a gzip shard is read back,
+decompressed, counted and hashed. Its result records the file's size in bytes.
 """
 
 from __future__ import annotations
@@ -55,7 +57,8 @@ def shard_name(prefix: str, index: int, num_shards: int, compression: str) -> st
 
 @dataclass(frozen=True)
 class ShardResult:
-    """What a written shard holds, as read back from the file."""
+    """What a written shard holds: its records and content hash (uncompressed stream), and its
+    size on disk."""
 
     index: int
     path: str
@@ -105,6 +108,7 @@ class WriteShardFn(beam.DoFn):
         self.num_shards = num_shards
         self._compression = compression
         self._offsets: dict | None = None
+        self._records_out = 0
         self._spills_id: int | None = None
         self.block_reads = beam.metrics.Metrics.counter(NAMESPACE, "spill_block_reads")
         self.last_shard_block_reads = 0
@@ -136,20 +140,29 @@ class WriteShardFn(beam.DoFn):
         temp = temporary_name(FileSystems.join(self._temp_dir, name))
         ctype = COMPRESSIONS[self._compression]
         digest = hashlib.sha256()
+        self._records_out = 0
+        length = 0
         with FileSystems.create(temp, compression_type=ctype) as f:
             for piece in self._shard_pieces(reads, passes):
                 digest.update(piece)
                 f.write(piece)
+                length += len(piece)
         written = digest.hexdigest()
         commit(temp, final)
-        with FileSystems.open(final, compression_type=ctype) as f:
-            found, content, leftover = count_and_hash_records(f)
+        size = FileSystems.match([final])[0].metadata_list[0].size_in_bytes
+        if self._compression == "none":
+            # The frames written were located and counted in memory (each block's frames end
+            # where its spill says); the file must hold exactly those bytes.
+            found, content, leftover = self._records_out, written, size != length
+        else:
+            with FileSystems.open(final, compression_type=ctype) as f:
+                found, content, leftover = count_and_hash_records(f)
         if found != expected or content != written or leftover:
             raise RuntimeError(
-                f"shard {final}: expected {expected} records but read back {found} "
-                "(or the content differs); the output is not trustworthy"
+                f"shard {final}: expected {expected} records ({length:,} bytes) but found "
+                f"{found} ({size:,} bytes on disk), or the content differs; the output is not "
+                "trustworthy"
             )
-        size = FileSystems.match([final])[0].metadata_list[0].size_in_bytes
         yield ShardResult(index, final, found, written, size).to_json()
 
     def _read_for_shard(self, index: int, spill: TaskSpill | GroupSpill):
@@ -201,7 +214,9 @@ class WriteShardFn(beam.DoFn):
                             )
                 for f in files:
                     f.seek(0)
-                    yield from _ordered_pieces(list(_read_parts(f)))
+                    parts = list(_read_parts(f))
+                    self._records_out += sum(len(part[3]) for part in parts)
+                    yield from _ordered_pieces(parts)
                     f.close()
             finally:
                 for f in files:
@@ -232,6 +247,7 @@ class WriteShardFn(beam.DoFn):
         if not keys:
             return
         order = np.lexsort((np.concatenate(indices), np.concatenate(tasks), np.concatenate(keys)))
+        self._records_out += len(order)
         out = gather_frames(
             np.concatenate(arrays), np.concatenate(starts)[order], np.concatenate(ends)[order]
         )

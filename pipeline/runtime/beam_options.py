@@ -121,12 +121,19 @@ def make_pipeline_options(beam_args: list[str]) -> PipelineOptions:
     comparison, ~1 s per pipeline of the instance stage, and checks nothing a run depends on
     (the test pipelines built without this function keep it).
 
+    Beam's DoFn state/timer introspection is remembered per DoFn (``pipeline.runtime.dofn_specs``;
+    ~1 s of the phases pipeline's construction otherwise), and a multi-process DirectRunner's
+    worker zygote is started at once (``pipeline.runtime.local_runner.Zygote``).
+
     The DirectRunner is run as ``pipeline.runtime.local_runner.FnApiDirectRunner``: the same runner,
     without Beam's attempt to download and use the Prism runner first. Beam's DaskRunner
     (``--runner DaskRunner``, any spelling) runs as ``pipeline.runtime.dask_runner.DaskRunner``:
     Beam's Dask options, with a translation that computes every branch and keeps tagged outputs,
     ``finish_bundle`` outputs and counters (Beam's own drops them).
     """
+    from pipeline.runtime.dofn_specs import install as remember_dofn_specs
+
+    remember_dofn_specs()
     if not any(a.startswith("--default_sdk_harness_log_level") for a in beam_args):
         beam_args = [*beam_args, "--default_sdk_harness_log_level=WARNING"]
     register_runner_options(beam_args)

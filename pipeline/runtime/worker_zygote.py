@@ -67,6 +67,9 @@ def _import_quietly(names) -> None:
 
 def _warm() -> None:
     _import_quietly(WARM_MODULES)
+    from pipeline.runtime.dofn_specs import install as remember_dofn_specs
+
+    remember_dofn_specs()
     with contextlib.suppress(Exception):
         from transforms.kernel_cache import warm
 

@@ -3,9 +3,11 @@ and each spill block read once, so object-store requests do not grow with the pa
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from pipeline.files.shard_writer import WriteShardFn
 from pipeline.files.spill_groups import MergeSpillGroupFn, group_tasks
@@ -116,3 +118,38 @@ def test_a_damaged_or_truncated_spill_fails_naming_the_file(tmp_path):
         for index in range(NUM_SHARDS):
             list(fn.process(index, tasks))
     assert not list((tmp_path / "out").glob("*.tfrecord"))
+
+
+@pytest.mark.parametrize("compression", ["none", "gzip"])
+def test_a_shard_that_lost_bytes_on_the_way_to_disk_fails(tmp_path, monkeypatch, compression):
+    """The file must hold what was written: an uncompressed shard by its size on disk (its
+    frames were counted in memory), a gzip shard by reading it back."""
+    import pipeline.files.shard_writer as shard_writer
+
+    tasks = spills(tmp_path)
+    real_commit = shard_writer.commit
+
+    def lossy_commit(temp, final):
+        real_commit(temp, final)
+        with open(final, "r+b") as f:
+            f.truncate(f.seek(0, 2) // 2)
+
+    monkeypatch.setattr(shard_writer, "commit", lossy_commit)
+    out = tmp_path / "out"
+    out.mkdir()
+    fn = WriteShardFn(str(out), "instances", NUM_SHARDS, compression)
+    with pytest.raises((RuntimeError, OSError, EOFError), match="trustworthy|Compressed|EOF|end"):
+        list(fn.process(0, tasks))
+
+
+def test_gzip_shards_hold_the_same_records_as_uncompressed_ones(tmp_path):
+    tasks = spills(tmp_path)
+    plain, _ = write_all(tmp_path, "plain", tasks, buffer_bytes=1 << 30)
+    out = tmp_path / "gz"
+    out.mkdir()
+    fn = WriteShardFn(str(out), "instances", NUM_SHARDS, "gzip")
+    gz = [r for i in range(NUM_SHARDS) for r in fn.process(i, tasks)]
+    assert [r["content_sha256"] for r in gz] == [r["content_sha256"] for r in plain]
+    assert [r["records"] for r in gz] == [r["records"] for r in plain]
+    for result in plain:
+        assert result["bytes"] == os.path.getsize(result["path"])
