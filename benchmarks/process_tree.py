@@ -32,6 +32,36 @@ def _rss_bytes(pid: int) -> int:
     return 0
 
 
+def _pss_bytes(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def _tree(root: int) -> list[int]:
+    found, stack, seen = [], [root], set()
+    while stack:
+        pid = stack.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        found.append(pid)
+        stack.extend(_children(pid))
+    return found
+
+
+def tree_pss_bytes(root: int) -> int:
+    """Sum of the proportional set size over ``root`` and every descendant: pages shared by
+    several processes of the tree (the worker zygote's imports in its forked workers) counted
+    once in all, where the RSS sum counts them in every process."""
+    return sum(_pss_bytes(pid) for pid in _tree(root))
+
+
 def tree_rss_bytes(root: int) -> int:
     """Sum of VmRSS over ``root`` and every descendant process."""
     total, stack, seen = 0, [root], set()
@@ -51,13 +81,14 @@ class Measurement:
     wall_seconds: float
     peak_rss_bytes: int
     output: str
+    peak_pss_bytes: int = 0
 
 
 def measure(
     cmd: list[str], env: dict | None = None, interval_s: float = 0.1, cwd: Path | None = None
 ) -> Measurement:
-    """Runs ``cmd`` until its main process exits, sampling the process tree's total RSS every
-    ``interval_s`` seconds. Output goes to a temporary file, not a pipe, so helper processes that
+    """Runs ``cmd`` until its main process exits, sampling the process tree's total RSS (and PSS)
+    every ``interval_s`` seconds. Output goes to a temporary file, not a pipe, so helper processes that
     outlive the main one (Beam's worker pool shutting down) do not extend the measured time."""
     import tempfile
 
@@ -66,13 +97,14 @@ def measure(
         proc = subprocess.Popen(
             cmd, stdout=log, stderr=subprocess.STDOUT, env=env, text=True, cwd=cwd
         )
-        peak = 0
+        peak = peak_pss = 0
         while proc.poll() is None:
             peak = max(peak, tree_rss_bytes(proc.pid))
+            peak_pss = max(peak_pss, tree_pss_bytes(proc.pid))
             time.sleep(interval_s)
         wall = time.monotonic() - start
         log.seek(0)
-        return Measurement(proc.returncode, wall, peak, log.read())
+        return Measurement(proc.returncode, wall, peak, log.read(), peak_pss)
 
 
 def bertprep_command() -> list[str]:

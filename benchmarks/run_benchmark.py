@@ -159,6 +159,7 @@ def run_bertprep(mb: float, corpus: dict, args: argparse.Namespace) -> dict:
         "corpus_documents": corpus["documents"],
         "wall_s": round(m.wall_seconds, 1),
         "peak_rss_mb": round(m.peak_rss_bytes / 2**20),
+        "peak_pss_mb": round(m.peak_pss_bytes / 2**20),
         "returncode": m.returncode,
     }
     summary_path = out / "run_summary.json"
@@ -312,10 +313,12 @@ def row(date: str, r: dict, workers: int) -> str:
     )
     documents = r.get("documents")
     peak = r.get("peak_rss_mb")
+    pss = f" (PSS {r['peak_pss_mb']:,})" if r.get("peak_pss_mb") else ""
     ratio = f"{r['ratio']:.1f}×" if r.get("ratio") else ""
     return (
         f"| {date} | {r['corpus_mb']} | {f'{documents:,}' if documents is not None else ''} | "
-        f"{label} | {r.get('wall_s', '')} | {f'{peak:,}' if peak is not None else ''} | {stages} | "
+        f"{label} | {r.get('wall_s', '')} | {f'{peak:,}{pss}' if peak is not None else ''} | "
+        f"{stages} | "
         f"{instances} | {ratio} |"
     )
 

@@ -165,7 +165,7 @@ def _write_file(
             n_sent = rng.integers(SENTENCES[0], SENTENCES[1] + 1, size=int(n_par.sum()))
             picked = pool[rng.integers(0, len(pool), size=int(n_sent.sum()))].tolist()
             s_end = np.cumsum(n_sent).tolist()
-            paragraphs = [
+            texts = [
                 " ".join(picked[start:end])
                 for start, end in zip([0, *s_end[:-1]], s_end, strict=True)
             ]
@@ -175,7 +175,7 @@ def _write_file(
                 line = json.dumps(
                     {
                         "title": f"Synthetic document {file_index}-{documents}",
-                        "text": "\n\n".join(paragraphs[start:end]),
+                        "text": "\n\n".join(texts[start:end]),
                     },
                     ensure_ascii=False,
                 ).encode("utf-8")
