@@ -17,6 +17,9 @@ later child), forks, answers ``{"pid": N}``, and ``{"status": S}`` when the chil
 (``os.waitstatus_to_exitcode``: -N for a signal, like ``Popen.returncode``). It ignores SIGINT
 (Ctrl-C reaches the whole process group; the workers handle it themselves) and exits when its
 standard input, a pipe from the launcher, closes: a launcher that dies takes it along.
+
+``Zygote`` is the launcher's side (standard library only, so the CLI can start it before it
+imports Beam itself); ``serve`` is the zygote's.
 """
 
 from __future__ import annotations
@@ -31,7 +34,10 @@ import selectors
 import signal
 import socket
 import struct
+import subprocess
 import sys
+import tempfile
+import threading
 import traceback
 
 WARM_MODULES = (
@@ -47,6 +53,99 @@ WARM_MODULES = (
     "pyarrow.compute",
 )
 """What every worker imports anyway, before any pipeline's own modules."""
+
+
+FORKED_WORKERS_ENV = "BERTPREP_FORKED_WORKERS"
+"""``0`` turns the zygote off: every worker is then a new process, as Beam starts them."""
+_SAME_FOR_ZYGOTE = ("PYTHONPATH", "PYTHONHASHSEED", "BERTPREP_WORKER_DATAFLOW_CLIENT")
+"""Environment variables that act when a process starts: a worker whose environment differs
+from the zygote's in one of them is started as a new process instead."""
+_READY_TIMEOUT_S = 120.0
+
+
+class Zygote:
+    """The launcher's handle on its ``pipeline.runtime.worker_zygote`` process: one per launcher,
+    started on first use (or early, by ``start_zygote``) and killed when the launcher exits."""
+
+    _instance: Zygote | None = None
+    _lock = threading.Lock()
+
+    def __init__(self) -> None:
+        self._dir = tempfile.mkdtemp(prefix="bertprep-zygote-")
+        if len(self._dir) > 90:  # a Unix socket's path has room for ~107 bytes
+            self._dir = tempfile.mkdtemp(prefix="bertprep-zygote-", dir="/tmp")
+        self.path = os.path.join(self._dir, "socket")
+        self.environment = {k: os.environ.get(k) for k in _SAME_FOR_ZYGOTE}
+        ready_read, ready_write = os.pipe()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "pipeline.runtime.worker_zygote", self.path, str(ready_write)],
+            stdin=subprocess.PIPE,
+            pass_fds=(ready_write,),
+        )
+        os.close(ready_write)
+        self._ready = threading.Event()
+        self._failed = False
+        threading.Thread(
+            target=self._wait_ready, args=(ready_read,), name="zygote-ready", daemon=True
+        ).start()
+        atexit.register(self.close)
+
+    def _wait_ready(self, fd: int) -> None:
+        with os.fdopen(fd, "rb") as f:
+            self._failed = f.readline().strip() != b"ready"
+        self._ready.set()
+
+    @classmethod
+    def get(cls) -> Zygote | None:
+        """The running zygote (started now if none), or None when turned off."""
+        if os.environ.get(FORKED_WORKERS_ENV, "1") == "0":
+            return None
+        with cls._lock:
+            if cls._instance is None or cls._instance.process.poll() is not None:
+                cls._instance = cls()
+            return cls._instance
+
+    def usable_for(self, env: dict, command_line: str) -> bool:
+        """Waits for the warm-up; True when it succeeded and a worker started by
+        ``command_line`` with ``env`` would be the process the zygote forks."""
+        if command_line != default_worker_command():
+            return False
+        if not self._ready.wait(_READY_TIMEOUT_S) or self._failed:
+            return False
+        same = all(env.get(k) == v for k, v in self.environment.items())
+        return same and self.process.poll() is None
+
+    def fork_worker(self, env: dict, modules: list[str]) -> int:
+        """Forks a worker with ``env`` (the zygote imports ``modules`` first); blocks until it
+        ends and returns its exit status (-N: killed by signal N)."""
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.connect(self.path)
+            request = {"env": env, "cwd": os.getcwd(), "modules": modules}
+            conn.sendall((json.dumps(request) + "\n").encode())
+            status = None
+            for line in conn.makefile("rb"):
+                status = json.loads(line).get("status", status)
+        if status is None:  # the zygote died: so did its children
+            raise RuntimeError(
+                "Worker subprocess exited with return code -9 (its zygote process ended)"
+            )
+        return status
+
+    def close(self) -> None:
+        """Kills the zygote (its workers have ended with their pipelines)."""
+        with contextlib.suppress(Exception):
+            self.process.kill()
+            self.process.wait(timeout=5)
+        with contextlib.suppress(Exception):
+            os.unlink(self.path)
+        with contextlib.suppress(Exception):
+            os.rmdir(self._dir)
+
+
+def default_worker_command() -> str:
+    """The shell command of a multi-process worker as Beam makes it, ``exec`` added: the only
+    one the zygote stands in for (a worker given by ``--environment_config`` is started as is)."""
+    return f"exec {sys.executable} -m apache_beam.runners.worker.sdk_worker_main"
 
 
 def _launcher_gone() -> bool:
@@ -74,6 +173,9 @@ def _warm() -> None:
         from transforms.kernel_cache import warm
 
         warm()  # every compiled kernel loaded from numba's cache once, for all children
+
+
+# The zygote process itself: everything below runs there and in its children.
 
 
 def _run_child(request: dict) -> None:

@@ -1,5 +1,5 @@
 """Multi-process SDK workers forked by the launcher's zygote (``pipeline.runtime.worker_zygote``,
-``pipeline.runtime.local_runner.Zygote``): the same pipeline results and counters as workers
+``pipeline.runtime.worker_zygote.Zygote``): the same pipeline results and counters as workers
 started from scratch, a fallback to new processes where forking would not give the same worker,
 and a zygote that does not outlive its launcher. A forked worker killed by a signal is
 ``tests/pipeline/test_failures.py``'s (the one-line message naming the signal)."""
@@ -16,7 +16,7 @@ from pathlib import Path
 import apache_beam as beam
 from apache_beam.metrics.metric import MetricsFilter
 
-from pipeline.runtime import local_runner
+from pipeline.runtime import worker_zygote
 from pipeline.runtime.beam_options import make_pipeline_options
 from pipeline.runtime.quiet import WORKER_SITE
 
@@ -52,10 +52,19 @@ def run_squares(tmp_path: Path, n: int = 60) -> tuple[list, int]:
     return found, sum(c.committed for c in seen)
 
 
+def fresh_zygote() -> None:
+    """Ends this process's zygote, if any: one started by an earlier test (of a command run in
+    this process) may have been started under another PYTHONPATH."""
+    if worker_zygote.Zygote._instance is not None:
+        worker_zygote.Zygote._instance.close()
+        worker_zygote.Zygote._instance = None
+
+
 def test_workers_are_forked_by_the_zygote_and_give_the_same_results(tmp_path, monkeypatch):
-    monkeypatch.delenv(local_runner.FORKED_WORKERS_ENV, raising=False)
+    monkeypatch.delenv(worker_zygote.FORKED_WORKERS_ENV, raising=False)
+    fresh_zygote()
     found, seen = run_squares(tmp_path)
-    zygote = local_runner.Zygote.get()
+    zygote = worker_zygote.Zygote.get()
     assert sorted(r[0] for r in found) == [x * x for x in range(60)]
     assert seen == 60
     parents = {r[2] for r in found}
@@ -64,14 +73,15 @@ def test_workers_are_forked_by_the_zygote_and_give_the_same_results(tmp_path, mo
 
 
 def test_turned_off_or_another_environment_starts_new_processes(tmp_path, monkeypatch):
-    monkeypatch.setenv(local_runner.FORKED_WORKERS_ENV, "0")
+    monkeypatch.setenv(worker_zygote.FORKED_WORKERS_ENV, "0")
     (tmp_path / "off").mkdir()
     found, seen = run_squares(tmp_path / "off")
     assert seen == 60 and sorted(r[0] for r in found) == [x * x for x in range(60)]
     assert {r[2] for r in found} == {os.getpid()}  # the launcher's children (via exec)
 
-    monkeypatch.delenv(local_runner.FORKED_WORKERS_ENV)
-    zygote = local_runner.Zygote.get()
+    monkeypatch.delenv(worker_zygote.FORKED_WORKERS_ENV)
+    fresh_zygote()
+    zygote = worker_zygote.Zygote.get()
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([os.environ.get("PYTHONPATH", ""), "/x"]))
     (tmp_path / "other").mkdir()
     found, seen = run_squares(tmp_path / "other")
@@ -83,9 +93,10 @@ def test_turned_off_or_another_environment_starts_new_processes(tmp_path, monkey
 LAUNCHER = textwrap.dedent(
     """
     import os, sys, time
-    from pipeline.runtime import local_runner
-    zygote = local_runner.Zygote.get()
-    assert zygote.usable_for(dict(os.environ), local_runner.default_worker_command())
+    from pipeline.runtime import worker_zygote
+    zygote = worker_zygote.Zygote.get()
+    assert "apache_beam" not in sys.modules  # the CLI starts it before it imports Beam
+    assert zygote.usable_for(dict(os.environ), worker_zygote.default_worker_command())
     print(zygote.process.pid, flush=True)
     os._exit(0)  # no atexit handler runs: the zygote sees its stdin close
     """
@@ -99,7 +110,7 @@ def state(pid: int) -> str:
         return "X"
 
 
-def test_the_zygote_ends_with_its_launcher(tmp_path):
+def test_the_zygote_ends_with_its_launcher_which_needs_no_beam_to_start_it(tmp_path):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([WORKER_SITE, str(ROOT)]))
     done = subprocess.run(
         [sys.executable, "-c", LAUNCHER], env=env, capture_output=True, text=True, timeout=120
@@ -111,3 +122,25 @@ def test_the_zygote_ends_with_its_launcher(tmp_path):
         assert time.monotonic() < deadline, "the zygote outlived its launcher"
         time.sleep(0.1)
     assert not Path(f"/proc/{pid}").exists() or state(pid) in ("Z", "X")
+
+
+def test_the_cli_starts_the_zygote_early_only_for_local_multi_process_pipelines(monkeypatch):
+    from pipeline import cli
+
+    started = []
+    monkeypatch.setattr(worker_zygote.Zygote, "get", classmethod(lambda cls: started.append(1)))
+    for argv, expected in [
+        (["run"], 1),
+        (["clean", "--wikipedia", "x.bz2", "--output", "o"], 1),
+        (["instances", "--input", "x", "--direct_running_mode=multi_processing"], 1),
+        (["run", "--direct_running_mode=in_memory"], 0),
+        (["run", "--runner", "DaskRunner"], 0),
+        (["run", "--direct_num_workers=1"], 0),
+        (["run", "--help"], 0),
+        (["instances", "--compat", "reference"], 0),
+        (["validate", "x"], 0),
+        ([], 0),
+    ]:
+        started.clear()
+        cli._start_worker_zygote_early(argv)
+        assert len(started) == expected, argv
