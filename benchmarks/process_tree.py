@@ -21,26 +21,20 @@ def _children(pid: int) -> list[int]:
     return out
 
 
+def _kib_field(path: str, name: str) -> int:
+    """The ``name`` line of a /proc file that gives sizes in kB, in bytes (0 when gone)."""
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.startswith(name):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
 def _rss_bytes(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
-
-
-def _pss_bytes(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as f:
-            for line in f:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
+    return _kib_field(f"/proc/{pid}/status", "VmRSS:")
 
 
 def _tree(root: int) -> list[int]:
@@ -59,20 +53,12 @@ def tree_pss_bytes(root: int) -> int:
     """Sum of the proportional set size over ``root`` and every descendant: pages shared by
     several processes of the tree (the worker zygote's imports in its forked workers) counted
     once in all, where the RSS sum counts them in every process."""
-    return sum(_pss_bytes(pid) for pid in _tree(root))
+    return sum(_kib_field(f"/proc/{pid}/smaps_rollup", "Pss:") for pid in _tree(root))
 
 
 def tree_rss_bytes(root: int) -> int:
     """Sum of VmRSS over ``root`` and every descendant process."""
-    total, stack, seen = 0, [root], set()
-    while stack:
-        pid = stack.pop()
-        if pid in seen:
-            continue
-        seen.add(pid)
-        total += _rss_bytes(pid)
-        stack.extend(_children(pid))
-    return total
+    return sum(_rss_bytes(pid) for pid in _tree(root))
 
 
 @dataclass
