@@ -122,8 +122,10 @@ def make_pipeline_options(beam_args: list[str]) -> PipelineOptions:
     (the test pipelines built without this function keep it).
 
     Beam's DoFn state/timer introspection is remembered per DoFn (``pipeline.runtime.dofn_specs``;
-    ~1 s of the phases pipeline's construction otherwise), and a multi-process DirectRunner's
-    worker zygote is started at once (``pipeline.runtime.local_runner.Zygote``).
+    ~1 s of the phases pipeline's construction otherwise) and its option views per options
+    object (``pipeline.runtime.option_views``: ~840 argument parsers otherwise), and a
+    multi-process DirectRunner's worker zygote is started at once, unless the CLI already did
+    (``pipeline.runtime.worker_zygote.Zygote``).
 
     The DirectRunner is run as ``pipeline.runtime.local_runner.FnApiDirectRunner``: the same runner,
     without Beam's attempt to download and use the Prism runner first. Beam's DaskRunner
@@ -132,8 +134,10 @@ def make_pipeline_options(beam_args: list[str]) -> PipelineOptions:
     ``finish_bundle`` outputs and counters (Beam's own drops them).
     """
     from pipeline.runtime.dofn_specs import install as remember_dofn_specs
+    from pipeline.runtime.option_views import install as remember_option_views
 
     remember_dofn_specs()
+    remember_option_views()
     if not any(a.startswith("--default_sdk_harness_log_level") for a in beam_args):
         beam_args = [*beam_args, "--default_sdk_harness_log_level=WARNING"]
     register_runner_options(beam_args)
