@@ -179,10 +179,12 @@ def _warm() -> None:
 
 
 def _run_child(request: dict) -> None:
-    """In the forked child: become the worker the runner asked for, then exit."""
+    """In the forked child: become the worker the runner asked for, then exit: after every
+    ``atexit`` handler, without the interpreter's teardown (as ``worker_site/sitecustomize``
+    ends a finished worker), or through the full teardown with ``BERTPREP_FULL_EXIT`` set."""
     code = 0
     try:
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # a new process's (quiet: 130)
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)
         os.close(devnull)
@@ -201,6 +203,8 @@ def _run_child(request: dict) -> None:
     except BaseException:
         traceback.print_exc()
         code = 1
+    if os.environ.get("BERTPREP_FULL_EXIT"):
+        sys.exit(code)
     with contextlib.suppress(BaseException):
         atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):

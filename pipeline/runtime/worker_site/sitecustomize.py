@@ -144,10 +144,11 @@ def _chain() -> None:
 
 def worker_started() -> None:
     """The hooks above, for a worker forked by ``pipeline.runtime.worker_zygote`` from a process
-    that imported this module before it had a worker's environment."""
+    that imported this module before it had a worker's environment. Not the fast exit: the
+    zygote's child ends itself after every ``atexit`` handler, its own and those of the modules
+    the zygote imported (registered before this hook could be, so it would skip them)."""
     _quiet_logging()
     _skip_dataflow_client()
-    _exit_fast_after_harness()
     _quiet_worker()
 
 

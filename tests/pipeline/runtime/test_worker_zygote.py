@@ -144,3 +144,40 @@ def test_the_cli_starts_the_zygote_early_only_for_local_multi_process_pipelines(
         started.clear()
         cli._start_worker_zygote_early(argv)
         assert len(started) == expected, argv
+
+
+class MarkExit(beam.DoFn):
+    """Leaves a file per worker from ``teardown`` and from an ``atexit`` handler (and one left
+    open, flushed only if the handlers and streams are run before the process ends)."""
+
+    def __init__(self, out: str) -> None:
+        self._out = out
+
+    def setup(self):
+        import atexit
+
+        pid, out = os.getpid(), self._out
+        atexit.register(lambda: Path(f"{out}/atexit-{pid}").write_text("ran"))
+        self._log = open(f"{out}/buffered-{pid}", "w")  # noqa: SIM115 (closed by the exit)
+        atexit.register(self._log.flush)
+
+    def process(self, x):
+        self._log.write(f"{x}\n")
+        yield x
+
+    def teardown(self):
+        Path(f"{self._out}/teardown-{os.getpid()}").write_text("ran")
+
+
+def test_a_forked_worker_runs_teardown_and_atexit_handlers_before_it_ends(tmp_path, monkeypatch):
+    monkeypatch.delenv(worker_zygote.FORKED_WORKERS_ENV, raising=False)
+    fresh_zygote()
+    pipeline = beam.Pipeline(options=make_pipeline_options(MULTI))
+    _ = pipeline | beam.Create(range(40)) | beam.Reshuffle() | beam.ParDo(MarkExit(str(tmp_path)))
+    pipeline.run().wait_until_finish()
+    workers = {p.name.split("-", 1)[1] for p in tmp_path.glob("buffered-*")}
+    assert workers and str(os.getpid()) not in workers
+    assert {p.name.split("-", 1)[1] for p in tmp_path.glob("teardown-*")} == workers
+    assert {p.name.split("-", 1)[1] for p in tmp_path.glob("atexit-*")} == workers
+    lines = [x for p in tmp_path.glob("buffered-*") for x in p.read_text().split()]
+    assert sorted(map(int, lines)) == list(range(40))
