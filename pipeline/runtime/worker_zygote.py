@@ -4,8 +4,8 @@ Beam's multi-process DirectRunner starts every SDK worker of every pipeline as a
 process (``python -m apache_beam.runners.worker.sdk_worker_main``): each one imports Beam, numpy,
 pyarrow, numba and bertprep's modules and loads the compiled kernels before its first bundle,
 about 1.5 s of CPU per worker per pipeline here, three pipelines per ``bertprep run``. The
-*zygote* does that once: a process the launcher starts (``pipeline.runtime.local_runner.Zygote``)
-that imports all of it (no thread, no gRPC channel, nothing run) and then forks one child per
+*zygote* does that once: a process the launcher starts (``Zygote`` below; the CLI starts it
+before it imports Beam itself, ``pipeline.cli``) that imports all of it (no thread, no gRPC channel, nothing run) and then forks one child per
 worker the runner asks for. A child takes the environment and working directory the runner
 would have given a new process, runs the worker start-up hooks (``worker_site/sitecustomize``)
 and then Beam's ``sdk_worker_main``: the same worker, minus the imports.
@@ -64,8 +64,9 @@ _READY_TIMEOUT_S = 120.0
 
 
 class Zygote:
-    """The launcher's handle on its ``pipeline.runtime.worker_zygote`` process: one per launcher,
-    started on first use (or early, by ``start_zygote``) and killed when the launcher exits."""
+    """The launcher's handle on its zygote process: one per launcher, started on first use (the
+    CLI and ``pipeline.runtime.beam_options`` ask for it early) and killed when the launcher
+    exits."""
 
     _instance: Zygote | None = None
     _lock = threading.Lock()
@@ -218,7 +219,13 @@ def _send(conn: socket.socket, message: dict) -> None:
         conn.sendall((json.dumps(message) + "\n").encode())
 
 
+_REQUEST_LIMIT = 64 << 20
+"""Bytes of one request at most (an environment and a module list: a few kB in practice)."""
+
+
 def _read_request(conn: socket.socket) -> dict | None:
+    """The request on ``conn``, or None for a peer of another user, an empty, truncated,
+    oversized or malformed request (the zygote then closes the connection and carries on)."""
     credentials = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
     _, uid, _ = struct.unpack("3i", credentials)
     if uid != os.getuid():
@@ -226,10 +233,20 @@ def _read_request(conn: socket.socket) -> dict | None:
     data = b""
     while not data.endswith(b"\n"):
         chunk = conn.recv(1 << 16)
-        if not chunk:
+        if not chunk or len(data) + len(chunk) > _REQUEST_LIMIT:
             return None
         data += chunk
-    return json.loads(data)
+    try:
+        request = json.loads(data)
+    except ValueError:
+        return None
+    valid = (
+        isinstance(request, dict)
+        and isinstance(request.get("env"), dict)
+        and isinstance(request.get("cwd"), str)
+        and isinstance(request.get("modules", []), list)
+    )
+    return request if valid else None
 
 
 def serve(path: str, ready_fd: int) -> None:

@@ -181,3 +181,33 @@ def test_a_forked_worker_runs_teardown_and_atexit_handlers_before_it_ends(tmp_pa
     assert {p.name.split("-", 1)[1] for p in tmp_path.glob("atexit-*")} == workers
     lines = [x for p in tmp_path.glob("buffered-*") for x in p.read_text().split()]
     assert sorted(map(int, lines)) == list(range(40))
+
+
+def test_empty_truncated_malformed_or_oversized_requests_are_refused_and_the_zygote_carries_on(
+    monkeypatch,
+):
+    import socket
+
+    monkeypatch.delenv(worker_zygote.FORKED_WORKERS_ENV, raising=False)
+    fresh_zygote()
+    zygote = worker_zygote.Zygote.get()
+    assert zygote.usable_for(dict(os.environ), worker_zygote.default_worker_command())
+    for payload in [
+        b"",
+        b'{"env": {"A": "1"}, "cwd"',  # truncated, then closed
+        b"\xff\xfe not json\n",
+        b'["a list"]\n',
+        b'{"env": "not a dict", "cwd": "/"}\n',
+        b"{" + b" " * (65 << 20),  # past the limit, never a line
+    ]:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.connect(zygote.path)
+            try:
+                conn.sendall(payload)
+                conn.shutdown(socket.SHUT_WR)
+            except OSError:
+                pass  # the zygote closed the connection first (the oversized one)
+            assert conn.makefile("rb").read() == b""  # no pid: nothing forked
+        assert zygote.process.poll() is None
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.connect(zygote.path)  # still listening
