@@ -38,6 +38,31 @@ def draw_masks(rng: np.random.Generator, n: int, seq_len: int, p: int, vocab: in
 
 
 @numba.njit(cache=True)
+def _kth_smallest(values: np.ndarray, m: int, k: int) -> float:
+    """The ``k``-th smallest (0-based) of ``values[:m]`` (Hoare's selection; reorders them)."""
+    lo, hi = 0, m - 1
+    while lo < hi:
+        pivot = values[(lo + hi) >> 1]
+        i, j = lo, hi
+        while i <= j:
+            while values[i] < pivot:
+                i += 1
+            while values[j] > pivot:
+                j -= 1
+            if i <= j:
+                values[i], values[j] = values[j], values[i]
+                i += 1
+                j -= 1
+        if k <= j:
+            hi = j
+        elif k >= i:
+            lo = i
+        else:
+            return values[k]
+    return values[k]
+
+
+@numba.njit(cache=True)
 def _rows(
     tokens, spans, keys, branches, replacements, replacement_ids, budget, cls_id, sep_id, mask_id,
     seq_len, p, mask_prob, keep_prob, nsp, out, weights, decided,
@@ -47,71 +72,84 @@ def _rows(
     segment0 = 2 * seq_len
     positions0 = 3 * seq_len
     labels0 = 3 * seq_len + p
-    best_keys = np.empty(p, dtype=np.float64)
-    chosen = np.empty(p, dtype=np.int64)
+    # The ``count`` candidates with the smallest keys (ties: the earlier position) are found
+    # without sorting: keys lie in [0, 1), so ``int(key * buckets)`` orders them coarsely; the
+    # histogram of a row's candidate buckets names the bucket holding the count-th smallest key,
+    # and an exact selection among that bucket's few keys gives the threshold.
+    buckets = 2 * seq_len
+    histogram = np.zeros(buckets + 1, dtype=np.int64)
+    bucket = np.empty(seq_len, dtype=np.int64)
+    edge_keys = np.empty(seq_len, dtype=np.float64)
+    never = buckets + 1
     for r in range(n):
         a0, la, b0, lb = spans[r, 0], spans[r, 1], spans[r, 2], spans[r, 3]
         length = la + lb + 3
-        out[r, 0] = cls_id
-        for c in range(la):
-            out[r, 1 + c] = tokens[a0 + c]
-        out[r, la + 1] = sep_id
-        for c in range(lb):
-            out[r, la + 2 + c] = tokens[b0 + c]
-        out[r, length - 1] = sep_id
-        for c in range(length):
-            out[r, mask0 + c] = 1
-        for c in range(la + 2, length):
-            out[r, segment0 + c] = 1
-        # The ``count`` candidates with the smallest keys (ties: the earlier position), kept
-        # sorted by key in a small insertion buffer, then put in position order.
+        row = out[r]
+        row_keys = keys[r]
+        row[0] = cls_id
+        row[1 : 1 + la] = tokens[a0 : a0 + la]
+        row[la + 1] = sep_id
+        row[la + 2 : la + 2 + lb] = tokens[b0 : b0 + lb]
+        row[length - 1] = sep_id
+        row[mask0 : mask0 + length] = 1
+        row[segment0 + la + 2 : segment0 + length] = 1
+        if nsp:
+            row[3 * seq_len + 2 * p] = spans[r, 4]
+        histogram[:] = 0
         m = 0
         for c in range(length):
-            token = out[r, c]
+            token = row[c]
             if token != cls_id and token != sep_id:
+                b = int(row_keys[c] * buckets)
+                bucket[c] = b
+                histogram[b] += 1
                 m += 1
+            else:
+                bucket[c] = never
         count = min(budget[r], m)
+        if count == 0:
+            continue
+        below = 0
+        edge = 0
+        while below + histogram[edge] < count:
+            below += histogram[edge]
+            edge += 1
         held = 0
-        for c in range(length if count else 0):
-            token = out[r, c]
-            if token == cls_id or token == sep_id:  # noqa: SIM109 (compiled: no tuple)
-                continue
-            key = keys[r, c]
-            if held == count and key >= best_keys[held - 1]:
-                continue
-            slot = held if held < count else count - 1
-            while slot > 0 and best_keys[slot - 1] > key:
-                best_keys[slot] = best_keys[slot - 1]
-                chosen[slot] = chosen[slot - 1]
-                slot -= 1
-            best_keys[slot] = key
-            chosen[slot] = c
-            if held < count:
+        for c in range(length):
+            if bucket[c] == edge:
+                edge_keys[held] = row_keys[c]
                 held += 1
-        for k in range(1, count):
-            col = chosen[k]
-            j = k
-            while j > 0 and chosen[j - 1] > col:
-                chosen[j] = chosen[j - 1]
-                j -= 1
-            chosen[j] = col
-        for k in range(count):
-            col = chosen[k]
-            label = out[r, col]
-            out[r, positions0 + k] = col
-            out[r, labels0 + k] = label
+        threshold = _kth_smallest(edge_keys, held, count - below - 1)
+        ties = count - below  # keys equal to the threshold still to take, earliest first
+        for i in range(held):
+            if edge_keys[i] < threshold:
+                ties -= 1
+        k = 0
+        for c in range(length):
+            b = bucket[c]
+            if b > edge:
+                continue
+            if b == edge:
+                key = row_keys[c]
+                if key > threshold:
+                    continue
+                if key == threshold:
+                    if ties == 0:
+                        continue
+                    ties -= 1
+            row[positions0 + k] = c
+            row[labels0 + k] = row[c]
             weights[r, k] = 1.0
             u = branches[r, k]
             if u < mask_prob:
-                out[r, col] = mask_id
+                row[c] = mask_id
                 decided[0] += 1
             elif u < mask_prob + keep_prob:
                 decided[1] += 1
             else:
-                out[r, col] = replacement_ids[replacements[r, k]]
+                row[c] = replacement_ids[replacements[r, k]]
                 decided[2] += 1
-        if nsp:
-            out[r, 3 * seq_len + 2 * p] = spans[r, 4]
+            k += 1
 
 
 @dataclass(frozen=True)
