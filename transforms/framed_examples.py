@@ -69,6 +69,26 @@ def _put_varint(buf: np.ndarray, pos: int, value: int) -> int:
     return pos + 1
 
 
+@numba.njit(cache=True, inline="always")
+def _value_len(value: int) -> int:
+    """Bytes of the varint of a feature value in [0, 2**28), without branches."""
+    return 1 + (value >= 128) + (value >= 16384) + (value >= 2097152)
+
+
+@numba.njit(cache=True, inline="always")
+def _put_value(buf: np.ndarray, pos: int, value: int) -> int:
+    """Writes the varint of a feature value in [0, 2**28) without branches: always four bytes
+    (the ones past its length are overwritten by what follows), returns the position after it."""
+    c1 = value >= 128
+    c2 = value >= 16384
+    c3 = value >= 2097152
+    buf[pos] = (value & 0x7F) | (c1 << 7)
+    buf[pos + 1] = ((value >> 7) & 0x7F) | (c2 << 7)
+    buf[pos + 2] = ((value >> 14) & 0x7F) | (c3 << 7)
+    buf[pos + 3] = value >> 21
+    return pos + 1 + c1 + c2 + c3
+
+
 @numba.njit(cache=True)
 def crc32c(buf: np.ndarray, start: int, end: int, tables: np.ndarray) -> int:
     """CRC32C of ``buf[start:end]`` (``tables``: ``CRC32C_TABLES``)."""
@@ -133,12 +153,17 @@ def _encode(ints, int_bounds, floats, float_bounds, keys, key_bounds, tables):
     offsets = np.zeros(n + 1, dtype=np.int64)
     for r in range(n):
         features = 0
+        row = ints[r]
+        outside = 0
         for f in range(n_int):
             size = 0
             for c in range(int_bounds[f], int_bounds[f + 1]):
-                size += _varint_len(ints[r, c])
+                size += _value_len(row[c])
+                outside |= row[c] >> 28  # non-zero for values < 0 or >= 2**28
             payloads[r, f] = size
             features += _entry_len(key_bounds[f + 1] - key_bounds[f], size)
+        if outside:
+            raise ValueError("int feature values must lie in [0, 2**28)")
         for g in range(n_float):
             size = float_bounds[g + 1] - float_bounds[g]
             k = n_int + g
@@ -146,8 +171,9 @@ def _encode(ints, int_bounds, floats, float_bounds, keys, key_bounds, tables):
         feature_lens[r] = features
         data_lens[r] = 1 + _varint_len(features) + features
         offsets[r + 1] = offsets[r] + 16 + data_lens[r]
-    out = np.empty(offsets[n], dtype=np.uint8)
+    out = np.empty(offsets[n] + 4, dtype=np.uint8)  # + the last value's spare bytes
     for r in range(n):
+        row = ints[r]
         pos = offsets[r]
         length = data_lens[r]
         for k in range(8):
@@ -179,15 +205,20 @@ def _encode(ints, int_bounds, floats, float_bounds, keys, key_bounds, tables):
             out[pos] = _TAG_FIELD1
             pos = _put_varint(out, pos + 1, payload)
             if f < n_int:
-                for c in range(int_bounds[f], int_bounds[f + 1]):
-                    pos = _put_varint(out, pos, ints[r, c])
+                first, last = int_bounds[f], int_bounds[f + 1]
+                if payload == last - first:  # every value below 128: one byte each
+                    for c in range(first, last):
+                        out[pos + c - first] = row[c]
+                    pos += payload
+                else:
+                    for c in range(first, last):
+                        pos = _put_value(out, pos, row[c])
             else:
                 g = f - n_int
-                for c in range(float_bounds[g], float_bounds[g + 1]):
-                    out[pos] = floats[r, c]
-                    pos += 1
+                out[pos : pos + payload] = floats[r, float_bounds[g] : float_bounds[g + 1]]
+                pos += payload
         pos = _put_masked_crc(out, pos, data_start, pos, tables)
-    return out, offsets
+    return out[: offsets[n]], offsets
 
 
 @dataclass(frozen=True)
@@ -282,9 +313,9 @@ def frame_columns(
     names: list[str],
 ) -> FramedRecords:
     """``frame_examples`` of features already side by side: int feature ``f`` is columns
-    ``int_bounds[f]:int_bounds[f + 1]`` of ``ints`` (int32 (n, C), values in [0, 2**28), not
-    checked), float feature ``g`` is bytes ``float_bounds[g]:float_bounds[g + 1]`` of ``floats``
-    (uint8 (n, B), little-endian float32); ``names`` int features first."""
+    ``int_bounds[f]:int_bounds[f + 1]`` of ``ints`` (int32 (n, C), values in [0, 2**28), else
+    ValueError), float feature ``g`` is bytes ``float_bounds[g]:float_bounds[g + 1]`` of
+    ``floats`` (uint8 (n, B), little-endian float32); ``names`` int features first."""
     keys = [_key_bytes(name) for name in names]
     key_bounds = np.concatenate(([0], np.cumsum([len(k) for k in keys]))).astype(np.int64)
     key_array = np.frombuffer(b"".join(keys), dtype=np.uint8)

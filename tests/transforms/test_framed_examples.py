@@ -66,6 +66,17 @@ def test_values_out_of_range_and_ragged_rows_are_refused():
         frame_examples({"a": np.zeros((2, 3)), "b": np.zeros((3, 3))}, {})
 
 
+@pytest.mark.parametrize("value", [1 << 28, -1, -(1 << 31)])
+def test_frame_columns_refuses_values_its_varints_cannot_hold(value):
+    """The kernel writes at most four varint bytes per value, so it checks the range itself."""
+    from transforms.framed_examples import frame_columns
+
+    ints = np.array([[5, 300, value]], dtype=np.int32 if value > -(1 << 31) else np.int64)
+    no_floats = np.zeros((1, 0), dtype=np.uint8)
+    with pytest.raises(ValueError, match=r"\[0, 2\*\*28\)"):
+        frame_columns(ints, np.array([0, 3]), no_floats, np.array([0]), ["input_ids"])
+
+
 @pytest.mark.parametrize("size", [0, 1, 7, 8, 9, 1000, 1 << 16])
 def test_crc32c_matches_the_library(size):
     data = np.random.default_rng(size).integers(0, 256, size=size + 3).astype(np.uint8)
