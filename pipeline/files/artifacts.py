@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Iterator
 
 import apache_beam as beam
+import numpy as np
 from apache_beam.io.filesystem import BeamIOError, CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
@@ -51,16 +52,23 @@ class WriteRejects(beam.PTransform):
         )
 
 
-def write_bytes_atomically(path: str, data: bytes) -> None:
-    """Writes ``data`` to ``path`` through a temporary name, so a reader never sees half a file.
+_WRITE_PIECE = 8 << 20  # bytes per write() of a large buffer
+
+
+def write_bytes_atomically(path: str, data: bytes | memoryview | np.ndarray) -> None:
+    """Writes ``data`` (any contiguous buffer: a numpy array is written as its raw bytes, in
+    pieces, without a copy) to ``path`` through a temporary name, so a reader never sees half a
+    file.
 
     Side-effect files of DoFns use this with deterministic names: a retried bundle rewrites the
     same content under the same name, so retries neither duplicate nor lose data.
     """
     temp = temporary_name(path)
     try:
+        view = memoryview(data).cast("B")
         with naming(path), FileSystems.create(temp) as f:
-            f.write(data)
+            for start in range(0, len(view), _WRITE_PIECE):
+                f.write(view[start : start + _WRITE_PIECE])
     except BaseException:
         _delete_quietly(temp)
         raise

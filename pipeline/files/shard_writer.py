@@ -82,6 +82,26 @@ def _read_range(path: str, start: int, end: int) -> bytes:
     return data
 
 
+def _read_ranges_into(ranges: list[tuple[str, int, int]]) -> np.ndarray:
+    """The bytes of every (path, start, end) range, in order, in one new uint8 array: each range
+    is read straight into its place (no intermediate ``bytes``)."""
+    out = np.empty(sum(end - start for _, start, end in ranges), dtype=np.uint8)
+    view = memoryview(out)
+    position = 0
+    for path, start, end in ranges:
+        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+            f.seek(start)
+            target = position + end - start
+            while position < target:
+                got = f.readinto(view[position:target])
+                if not got:
+                    raise RuntimeError(
+                        f"spill file {path} is shorter than recorded ({start}..{end})"
+                    )
+                position += got
+    return out
+
+
 class WriteShardFn(beam.DoFn):
     """shard index → ShardResult: gathers the shard's block from every task's spill file, orders
     the records by (shuffle key, task, index), writes the shard atomically and verifies it."""
@@ -225,32 +245,30 @@ class WriteShardFn(beam.DoFn):
     def _single_pass(self, reads) -> Iterator[memoryview]:
         """The shard's framed records in shard order when they fit one pass: every range read
         once into one array, the frames located and gathered by compiled kernels."""
-        arrays, keys, tasks, indices, starts, ends = [], [], [], [], [], []
+        keys, tasks, indices, starts, ends = [], [], [], [], []
+        data = _read_ranges_into([(path, start, end) for path, start, end, _ in reads])
         base = 0
         for path, start, end, blocks in reads:
-            data = np.frombuffer(_read_range(path, start, end), dtype=np.uint8)
             self.block_reads.inc()
             self.last_shard_block_reads += 1
+            length = end - start
             for task_id, r, count, low, high in blocks:
-                bounds = frame_bounds(data, low + 8 * count, count)
-                if bounds[-1] != high:
+                bounds = frame_bounds(data, base + low + 8 * count, count)
+                if bounds[-1] != base + high or high > length:
                     raise ValueError(
                         f"spill {path}: a block of {count} records does not end where recorded"
                     )
-                keys.append(data[low : low + 8 * count].view("<i8"))
+                keys.append(data[base + low : base + low + 8 * count].view("<i8"))
                 tasks.append(np.full(count, task_id, dtype=np.int64))
                 indices.append(r + self.num_shards * np.arange(count, dtype=np.int64))
-                starts.append(bounds[:-1] + base)
-                ends.append(bounds[1:] + base)
-            arrays.append(data)
-            base += len(data)
+                starts.append(bounds[:-1])
+                ends.append(bounds[1:])
+            base += length
         if not keys:
             return
         order = np.lexsort((np.concatenate(indices), np.concatenate(tasks), np.concatenate(keys)))
         self._records_out += len(order)
-        out = gather_frames(
-            np.concatenate(arrays), np.concatenate(starts)[order], np.concatenate(ends)[order]
-        )
+        out = gather_frames(data, np.concatenate(starts)[order], np.concatenate(ends)[order])
         view = memoryview(out)
         for piece in range(0, len(out), _WRITE_BYTES):
             yield view[piece : piece + _WRITE_BYTES]

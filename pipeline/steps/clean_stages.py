@@ -261,7 +261,7 @@ class _ChunkWriter:
         if self.near:
             # Band-major, so that the worker grouping band b reads one contiguous range.
             bands = np.ascontiguousarray(np.stack(self.bands).T, dtype="<u8")
-            write_bytes_atomically(bands_path(self.staging, self.unit, self.chunk), bands.tobytes())
+            write_bytes_atomically(bands_path(self.staging, self.unit, self.chunk), bands)
             for band in range(bands.shape[0]):
                 yield pvalue.TaggedOutput(
                     BANDS_TAG, (band, (self.unit, self.chunk, self.documents))

@@ -127,7 +127,7 @@ class CreateInstancesFn(CountingDoFn):
         data, bounds = residue_spill(records, np.asarray(keys, dtype=np.int64), self._num_shards)
         del records
         path = FileSystems.join(self.spill_dir, f"task-{bucket:06d}-{dupe:04d}.spill")
-        write_bytes_atomically(path, data.tobytes())
+        write_bytes_atomically(path, data)
         if self.progress is not None:
             self.progress.add(len(refs))
         yield TaskSpill(bucket, dupe, len(keys), path, bounds)
