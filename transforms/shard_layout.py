@@ -15,11 +15,7 @@ TFRecord-framed records.
 
 from __future__ import annotations
 
-import struct
-
 import numpy as np
-
-_U64 = struct.Struct("<Q")
 
 
 def residue_count(n: int, num_shards: int, residue: int) -> int:
@@ -62,27 +58,3 @@ def key_ranges(num_ranges: int) -> list[tuple[int, int]]:
     """``num_ranges`` consecutive [low, high) ranges covering every shuffle key."""
     bounds = [KEY_LIMIT * i // num_ranges for i in range(num_ranges + 1)]
     return list(zip(bounds[:-1], bounds[1:], strict=True))
-
-
-def parse_block_in_range(
-    block: bytes, count: int, low: int, high: int
-) -> tuple[np.ndarray, np.ndarray, list[bytes]]:
-    """Keys, positions (within the block) and framed records of the records of one residue block
-    whose shuffle key lies in [low, high); the other records are skipped without a copy."""
-    keys = np.frombuffer(block, dtype="<i8", count=count)
-    wanted = (keys >= low) & (keys < high) if (low, high) != (0, KEY_LIMIT) else None
-    records: list[bytes] = []
-    positions: list[int] = []
-    pos = 8 * count
-    view = memoryview(block)
-    for i in range(count):
-        (length,) = _U64.unpack_from(block, pos)
-        end = pos + 16 + length
-        if wanted is None or wanted[i]:
-            records.append(bytes(view[pos:end]))
-            positions.append(i)
-        pos = end
-    if pos != len(block):
-        raise ValueError(f"spill block holds {len(block) - pos} unexpected trailing bytes")
-    chosen = np.asarray(positions, dtype=np.int64)
-    return keys[chosen], chosen, records

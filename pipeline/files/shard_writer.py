@@ -30,9 +30,7 @@ from pipeline.files.spills import GroupSpill, TaskSpill, task_offsets
 from pipeline.runtime.counters import NAMESPACE
 from transforms.framed_examples import frame_bounds, gather_frames
 from transforms.shard_layout import (
-    KEY_LIMIT,
     key_ranges,
-    parse_block_in_range,
     residue_count,
     residue_for_shard,
 )
@@ -46,8 +44,7 @@ passes over its blocks (same bytes, bounded memory)."""
 TEMP_DIR = ".spill"
 """Where shards are written before the rename (by default; the instances job passes its spill
 directory, which it deletes when done): no shard reader looks into a hidden subdirectory."""
-_WRITE_RECORDS = 4096  # records per write: the shard is never joined into one bytes object
-_WRITE_BYTES = 4 << 20  # bytes per write of a shard gathered in one pass
+_WRITE_BYTES = 4 << 20  # bytes per write of a pass's gathered records
 
 
 def shard_name(prefix: str, index: int, num_shards: int, compression: str) -> str:
@@ -71,15 +68,6 @@ class ShardResult:
 
     def to_json(self) -> dict:
         return asdict(self)
-
-
-def _read_range(path: str, start: int, end: int) -> bytes:
-    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-        f.seek(start)
-        data = f.read(end - start)
-    if len(data) != end - start:
-        raise RuntimeError(f"spill file {path} is shorter than recorded ({start}..{end})")
-    return data
 
 
 def _read_ranges_into(ranges: list[tuple[str, int, int]]) -> np.ndarray:
@@ -205,48 +193,59 @@ class WriteShardFn(beam.DoFn):
             position += length
         return spill.path, start, end, blocks
 
-    def _shard_pieces(self, reads, passes: int):
-        """The shard's framed records in shard order, in pieces of ``_WRITE_RECORDS`` records.
+    def _shard_pieces(self, reads, passes: int) -> Iterator[memoryview]:
+        """The shard's framed records in shard order, in pieces of at most ``_WRITE_BYTES``.
 
         Records are ordered by (shuffle key, task, index). Keys are uniform, so one pass per key
         range holds about ``buffer_bytes`` of records, whatever the shard's size. Each range is
         read from its spill file once: with several passes, its records are first sorted into
-        one worker-local file per key range, which the passes then read back.
+        one worker-local file per key range, which the passes then read back. Frames are
+        located, grouped and gathered by compiled kernels (no Python object per record).
         """
         if passes == 1:
-            yield from self._single_pass(reads)
+            data = _read_ranges_into([read[:3] for read in reads])
+            located = self._locate_frames(data, reads)
+            if located is not None:
+                yield from self._ordered(data, *located)
             return
         bounds = np.asarray([low for low, _ in key_ranges(passes)], dtype=np.int64)
         with tempfile.TemporaryDirectory(prefix="bertprep-shard-") as local:
             files = [open(os.path.join(local, f"pass-{i:04d}"), "w+b") for i in range(passes)]  # noqa: SIM115
             try:
                 for read in reads:
-                    for keys, tasks, indices, records in self._parse_range(read):
-                        which = np.searchsorted(bounds, keys, side="right") - 1
-                        for i in np.unique(which).tolist():
-                            members = np.flatnonzero(which == i)
-                            _append_part(
-                                files[i],
-                                keys[members],
-                                tasks[members],
-                                indices[members],
-                                [records[m] for m in members.tolist()],
-                            )
+                    data = _read_ranges_into([read[:3]])
+                    located = self._locate_frames(data, [read])
+                    if located is None:
+                        continue
+                    keys, tasks, indices, starts, ends = located
+                    which = np.searchsorted(bounds, keys, side="right") - 1
+                    grouped = np.argsort(which, kind="stable")
+                    cuts = np.searchsorted(which[grouped], np.arange(passes + 1))
+                    for i in np.flatnonzero(np.diff(cuts)).tolist():
+                        m = grouped[cuts[i] : cuts[i + 1]]
+                        _append_part(
+                            files[i], keys[m], tasks[m], indices[m], data, starts[m], ends[m]
+                        )
+                    del data
                 for f in files:
+                    size = f.seek(0, os.SEEK_END)
                     f.seek(0)
-                    parts = list(_read_parts(f))
-                    self._records_out += sum(len(part[3]) for part in parts)
-                    yield from _ordered_pieces(parts)
+                    data = np.empty(size, dtype=np.uint8)
+                    if f.readinto(memoryview(data)) != size:
+                        raise RuntimeError(f"local pass file {f.name} is shorter than written")
                     f.close()
+                    located = _parse_parts(data)
+                    if located is not None:
+                        yield from self._ordered(data, *located)
             finally:
                 for f in files:
                     f.close()
 
-    def _single_pass(self, reads) -> Iterator[memoryview]:
-        """The shard's framed records in shard order when they fit one pass: every range read
-        once into one array, the frames located and gathered by compiled kernels."""
+    def _locate_frames(self, data: np.ndarray, reads):
+        """(keys, task ids, indices within their task, frame starts, frame ends) of every record
+        of the ranges ``reads``, laid end to end in ``data``; None when they hold none. Each
+        block's frames must end where its spill says."""
         keys, tasks, indices, starts, ends = [], [], [], [], []
-        data = _read_ranges_into([(path, start, end) for path, start, end, _ in reads])
         base = 0
         for path, start, end, blocks in reads:
             self.block_reads.inc()
@@ -254,7 +253,7 @@ class WriteShardFn(beam.DoFn):
             length = end - start
             for task_id, r, count, low, high in blocks:
                 bounds = frame_bounds(data, base + low + 8 * count, count)
-                if bounds[-1] != base + high or high > length:
+                if high > length or bounds[-1] != base + high:
                     raise ValueError(
                         f"spill {path}: a block of {count} records does not end where recorded"
                     )
@@ -265,69 +264,48 @@ class WriteShardFn(beam.DoFn):
                 ends.append(bounds[1:])
             base += length
         if not keys:
-            return
-        order = np.lexsort((np.concatenate(indices), np.concatenate(tasks), np.concatenate(keys)))
+            return None
+        return tuple(np.concatenate(x) for x in (keys, tasks, indices, starts, ends))
+
+    def _ordered(self, data, keys, tasks, indices, starts, ends) -> Iterator[memoryview]:
+        """The frames ``data[starts[i]:ends[i]]`` ordered by (key, task, index), in pieces."""
+        order = np.lexsort((indices, tasks, keys))
         self._records_out += len(order)
-        out = gather_frames(data, np.concatenate(starts)[order], np.concatenate(ends)[order])
+        out = gather_frames(data, starts[order], ends[order])
         view = memoryview(out)
         for piece in range(0, len(out), _WRITE_BYTES):
             yield view[piece : piece + _WRITE_BYTES]
 
-    def _parse_range(self, read):
-        """[(keys, task ids, indices within the task, framed records)] of every block of one
-        range: one ranged read of its spill file."""
-        path, start, end, blocks = read
-        data = memoryview(_read_range(path, start, end))
-        self.block_reads.inc()
-        self.last_shard_block_reads += 1
-        parts = []
-        for task_id, r, count, low, high in blocks:
-            keys, positions, framed = parse_block_in_range(data[low:high], count, 0, KEY_LIMIT)
-            indices = r + self.num_shards * positions
-            parts.append((keys, np.full(len(keys), task_id, np.int64), indices, framed))
-        return parts
 
-
-def _ordered_pieces(parts) -> Iterator[bytes]:
-    """The framed records of ``parts`` ((keys, tasks, indices, records) each) ordered by (key,
-    task, index), joined into pieces of ``_WRITE_RECORDS`` records."""
-    records = [r for part in parts for r in part[3]]
-    if not records:
-        return
-    order = np.lexsort(
-        (
-            np.concatenate([p[2] for p in parts]),
-            np.concatenate([p[1] for p in parts]),
-            np.concatenate([p[0] for p in parts]),
-        )
-    ).tolist()
-    for start in range(0, len(order), _WRITE_RECORDS):
-        yield b"".join([records[i] for i in order[start : start + _WRITE_RECORDS]])
-
-
-def _append_part(f, keys: np.ndarray, tasks: np.ndarray, indices: np.ndarray, records) -> None:
-    """Appends one part (count, keys, tasks, indices, record lengths, records) to a local file."""
-    lengths = np.fromiter((len(r) for r in records), dtype="<i8", count=len(records))
-    f.write(np.int64(len(records)).astype("<i8").tobytes())
-    for array in (keys, tasks, indices, lengths):
+def _append_part(f, keys, tasks, indices, data, starts, ends) -> None:
+    """Appends one part to a local pass file: its record count, then int64 keys, task ids,
+    indices and frame lengths (little-endian), then the frames ``data[starts[i]:ends[i]]``."""
+    f.write(np.int64(len(keys)).astype("<i8").tobytes())
+    for array in (keys, tasks, indices, ends - starts):
         f.write(np.asarray(array, dtype="<i8").tobytes())
-    f.write(b"".join(records))
+    f.write(gather_frames(data, starts, ends))
 
 
-def _read_parts(f) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, list[bytes]]]:
-    """The parts ``_append_part`` wrote to ``f``, from its current position to its end."""
-    while header := f.read(8):
-        n = int(np.frombuffer(header, dtype="<i8")[0])
-        arrays = np.frombuffer(f.read(32 * n), dtype="<i8").reshape(4, n)
-        data = f.read(int(arrays[3].sum()))
-        ends = np.cumsum(arrays[3]).tolist()
-        starts = [0, *ends[:-1]]
-        yield (
-            arrays[0],
-            arrays[1],
-            arrays[2],
-            [data[a:b] for a, b in zip(starts, ends, strict=True)],
-        )
+def _parse_parts(data: np.ndarray):
+    """(keys, tasks, indices, frame starts, frame ends) of every part ``_append_part`` wrote
+    into ``data`` (a local pass file's bytes); None when it holds none."""
+    columns: list[list[np.ndarray]] = [[], [], [], [], []]
+    position = 0
+    while position < len(data):
+        n = int(data[position : position + 8].view("<i8")[0])
+        header = data[position + 8 : position + 8 + 32 * n].view("<i8").reshape(4, n)
+        position += 8 + 32 * n
+        lengths = header[3]
+        ends = position + np.cumsum(lengths)
+        values = (header[0], header[1], header[2], ends - lengths, ends)
+        for column, value in zip(columns, values, strict=True):
+            column.append(value)
+        position = int(ends[-1]) if n else position
+    if position != len(data):
+        raise RuntimeError("a local pass file does not end where its last part does")
+    if not columns[0]:
+        return None
+    return tuple(np.concatenate(c) for c in columns)
 
 
 class WriteShards(beam.PTransform):
