@@ -52,6 +52,7 @@ from transforms.pair_spans import bucket_pair_spans
 from transforms.seeding import DEFAULT_SEED, numpy_rng, python_rng
 from transforms.special_ids import SpecialIds
 from transforms.static_rows import static_rows
+from transforms.unmasked_rows import unmasked_rows
 
 
 @dataclass(frozen=True)
@@ -161,6 +162,9 @@ def frame_packed(
 ) -> FramedRecords:
     """``encode_packed``'s records, TFRecord-framed into one buffer (``frame_examples``)."""
     seq_len = settings.pairs.max_seq_length
+    input_mask = (np.arange(seq_len)[None, :] < packed.lengths[:, None]).astype(np.int8)
+    if settings.masking_kind == DYNAMIC:  # no masks drawn: the mask stream is not read
+        return _encode_unmasked(packed, input_mask, settings, tables, stats)
     masked = mask_rows(
         packed.input_ids,
         packed.lengths,
@@ -172,9 +176,6 @@ def frame_packed(
         is_continuation=tables.is_continuation,
         rng=rng,
     )
-    input_mask = (np.arange(seq_len)[None, :] < packed.lengths[:, None]).astype(np.int8)
-    if settings.masking_kind == DYNAMIC:
-        return _encode_unmasked(packed, input_mask, settings, tables, stats)
     plan = _plan(stats, packed.lengths, settings)
     _count_static(
         stats,
@@ -302,6 +303,50 @@ def frame_static_spans(
     )
 
 
+def frame_unmasked_spans(
+    tokens: np.ndarray,
+    spans: np.ndarray,
+    settings: InstanceSettings,
+    tables: TokenTables,
+    stats: Counter[str],
+) -> FramedRecords:
+    """``frame_packed(pack_spans(tokens, spans, ...))`` for ``masking=dynamic`` without
+    packing, with the rows and their word starts laid out by one compiled kernel
+    (``transforms.unmasked_rows``): the same records and counters."""
+    seq_len = settings.pairs.max_seq_length
+    rows = unmasked_rows(
+        tokens,
+        spans,
+        seq_len,
+        cls_id=tables.cls_id,
+        sep_id=tables.sep_id,
+        is_continuation=tables.is_continuation,
+        nsp=has_nsp(settings.input_mode),
+    )
+    cfg = settings.masking
+    budget = prediction_budget(rows.lengths, cfg.masked_lm_prob, cfg.max_predictions_per_seq)
+    stats["instances"] += len(rows.lengths)
+    stats["instance_tokens"] += int(rows.lengths.sum())
+    stats["expected_masked_lm_predictions"] += int(budget.sum())
+    stats["padding_tokens"] += int(len(rows.lengths) * seq_len - rows.lengths.sum())
+    widths = rows.int_widths(seq_len)
+    names = list(UNMASKED_INT_FEATURES[: len(widths)])
+    bounds = np.concatenate(([0], np.cumsum(widths)))
+    no_floats = np.zeros((len(rows.lengths), 0), dtype=np.uint8)
+    return frame_columns(rows.ints, bounds, no_floats, np.array([0]), names)
+
+
+UNMASKED_INT_FEATURES = (
+    "input_ids",
+    "input_mask",
+    "segment_ids",
+    "word_starts",
+    "next_sentence_labels",
+)
+"""The int features of an unmasked (``masking=dynamic``) record, in the order they are
+written."""
+
+
 STATIC_INT_FEATURES = (
     "input_ids",
     "input_mask",
@@ -377,6 +422,7 @@ def record_batches(
     order_rng = numpy_rng(settings.seed, "order", bucket, dupe)
 
     token_level_static = settings.masking_kind == STATIC and not settings.masking.whole_word_mask
+    unpacked_dynamic = settings.masking_kind == DYNAMIC and not settings.pack_instances
 
     def keyed(framed: FramedRecords) -> RecordBatch:
         keys = order_rng.integers(0, 2**63 - 1, size=len(framed), dtype=np.int64).tolist()
@@ -387,6 +433,8 @@ def record_batches(
             return keyed(
                 frame_static_spans(layout.tokens, spans, settings, tables, mask_rng, stats)
             )
+        if unpacked_dynamic:
+            return keyed(frame_unmasked_spans(layout.tokens, spans, settings, tables, stats))
         seq_len = settings.pairs.max_seq_length
         packed = pack_spans(layout.tokens, spans, tables.cls_id, tables.sep_id, seq_len)
         return keyed(frame_packed(packed, settings, tables, mask_rng, stats))

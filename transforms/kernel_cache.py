@@ -24,7 +24,12 @@ def warm() -> None:
         gather_frames,
         residue_spill,
     )
-    from transforms.instance_batches import InstanceSettings, TokenTables, frame_static_spans
+    from transforms.instance_batches import (
+        InstanceSettings,
+        TokenTables,
+        frame_static_spans,
+        frame_unmasked_spans,
+    )
     from transforms.instances import BucketLayout, PairConfig
     from transforms.masking import MaskingConfig
     from transforms.pair_spans import bucket_pair_spans
@@ -47,6 +52,7 @@ def warm() -> None:
     framed = frame_static_spans(
         layout.tokens, spans, settings, tables, np.random.default_rng(0), Counter()
     )
+    frame_unmasked_spans(layout.tokens, spans, settings, tables, Counter())
     frame_examples({"ids": np.zeros((1, 2), np.int64)}, {"w": np.zeros((1, 1), np.float32)})
     data, _ = residue_spill(FramedRecords.concat([framed]), np.arange(len(framed)), 2)
     bounds = frame_bounds(framed.data, 0, len(framed))
