@@ -12,6 +12,11 @@ included) from ``run_summary.json``, and token slots per core-second = Σ instan
 max_seq_length over both phases ÷ (wall × ``--workers``). Every shard's ``content_sha256`` must
 be equal between the two checkouts. Prints Markdown rows for benchmarks/RESULTS.md.
 
+``--modes static dynamic packed packed512`` instead compares masking and packing modes (the
+run's config with ``masking: dynamic``, or ``pack_instances: 3`` on every phase or on seq512
+only; the same instances in each), each on both checkouts: instances, token slots and MB of
+shards per core-second, so that a mode's cost is seen beside static masking's.
+
 ``--profile N`` instead runs this checkout's phases once in one process (``in_memory``) under
 cProfile and prints the N functions with the most time of their own: where a phase's time goes
 without the runner's process boundaries.
@@ -37,13 +42,28 @@ from benchmarks.run_benchmark import WORK, environment
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def prepare(run_dir: Path, target: Path) -> Path:
-    """A copy of ``run_dir`` without its phase outputs, and its config pointed at the copy."""
+MODES: dict[str, dict[str, dict]] = {
+    "static": {},
+    "dynamic": {"*": {"masking": "dynamic"}},
+    "packed": {"*": {"pack_instances": 3}},
+    "packed512": {"seq512": {"pack_instances": 3}},
+}
+"""``--modes``: settings laid over every phase (``*``) or one phase of the run's config; the
+dupe factors stay the config's, so every mode makes the same instances."""
+
+
+def prepare(run_dir: Path, target: Path, mode: str = "static") -> Path:
+    """A copy of ``run_dir`` without its phase outputs, and its config pointed at the copy with
+    ``MODES[mode]`` laid over its phases."""
     shutil.rmtree(target, ignore_errors=True)
     shutil.copytree(run_dir, target, ignore=shutil.ignore_patterns("seq*"))
-    config = run_dir.parent / f"{run_dir.name}.yaml"
-    text = config.read_text().replace(f"output: {run_dir}", f"output: {target}")
-    (target.parent / f"{target.name}.yaml").write_text(text)
+    config = yaml.safe_load((run_dir.parent / f"{run_dir.name}.yaml").read_text())
+    config["output"] = str(target)
+    for phase in config["phases"]:
+        for which, settings in MODES[mode].items():
+            if which in ("*", phase["name"]):
+                phase.update(settings)
+    (target.parent / f"{target.name}.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     return target.parent / f"{target.name}.yaml"
 
 
@@ -62,13 +82,17 @@ def run_phases(checkout: Path, config: Path, out: Path, workers: int) -> dict:
         raise SystemExit(f"{checkout}: expected only the phases to run, ran {ran}")
     wall = ran[0]["seconds"]
     lengths = {p["name"]: p["max_seq_length"] for p in yaml.safe_load(config.read_text())["phases"]}
-    slots = sum(
-        p[side]["instances"] * lengths[p["phase"]]
-        for p in summary["phases"]
-        for side in ("train", "eval")
-        if side in p
-    )
-    return {"wall_s": wall, "slots": slots, "slots_per_core_s": slots / (wall * workers)}
+    sides = [(p, p[side]) for p in summary["phases"] for side in ("train", "eval") if side in p]
+    slots = sum(s["instances"] * lengths[p["phase"]] for p, s in sides)
+    core_s = wall * workers
+    return {
+        "wall_s": wall,
+        "slots": slots,
+        "slots_per_core_s": slots / core_s,
+        "instances": sum(s["instances"] for _, s in sides),
+        "row_slots": sum(s.get("rows", s["instances"]) * lengths[p["phase"]] for p, s in sides),
+        "bytes": sum(s["bytes"] for _, s in sides),
+    }
 
 
 def profile_phases(config: Path, out: Path, top: int) -> None:
@@ -97,6 +121,12 @@ def main() -> int:
     ap.add_argument("--run-dir", type=Path, default=WORK / "profile-100mb")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument(
+        "--modes",
+        nargs="+",
+        choices=sorted(MODES),
+        help="compare these masking/packing modes instead (each on both checkouts)",
+    )
     args = ap.parse_args()
     if args.profile:
         config = prepare(args.run_dir.resolve(), WORK / "phases-profile")
@@ -104,6 +134,8 @@ def main() -> int:
         return 0
     if args.before is None:
         ap.error("--before is required (a checkout of the code to compare with)")
+    if args.modes:
+        return compare_modes(args)
     outs = {}
     for name in ("before", "after"):
         out = WORK / f"phases-{name}"
@@ -132,6 +164,47 @@ def main() -> int:
             f"{slots:,} | {median[name] / 1e6:.2f} |"
         )
     print(f"\nafter / before: {median['after'] / median['before']:.2f}×; shards equal: True")
+    return 0
+
+
+def compare_modes(args) -> int:
+    """Each mode's phases on both checkouts, every (mode, checkout) once per round in rotation;
+    prints per mode and checkout the median wall, instances and token slots per core-second
+    (slots: instances × max_seq_length, the same work in every mode; rows' slots for packing)
+    and MB of shards per core-second. Shards must be equal between the checkouts per mode."""
+    jobs = []
+    for mode in args.modes:
+        for name in ("before", "after"):
+            out = WORK / f"phases-{mode}-{name}"
+            jobs.append((mode, name, prepare(args.run_dir.resolve(), out, mode), out))
+    runs: dict[tuple[str, str], list[dict]] = {(m, n): [] for m, n, *_ in jobs}
+    for round_ in range(args.repeat):
+        for mode, name, config, out in jobs if round_ % 2 == 0 else jobs[::-1]:
+            result = run_phases(getattr(args, name).resolve(), config, out, args.workers)
+            runs[mode, name].append(result)
+            print(f"round {round_ + 1} {mode} {name}: {json.dumps(result)}", file=sys.stderr)
+    for mode in args.modes:
+        before, after = (WORK / f"phases-{mode}-{n}" for n in ("before", "after"))
+        if shard_hashes(before) != shard_hashes(after):
+            print(f"{mode}: shards differ between the checkouts", file=sys.stderr)
+            return 1
+    date = datetime.date.today().isoformat()
+    print(
+        "| date | mode | checkout | phases wall s (median; each) | instances per core-s | "
+        "M token slots per core-s | rows' M slots per core-s | MB of shards per core-s |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for (mode, name), results in runs.items():
+        wall = statistics.median(r["wall_s"] for r in results)
+        core_s = wall * args.workers
+        r = results[0]
+        each = ", ".join(f"{x['wall_s']:.1f}" for x in results)
+        print(
+            f"| {date} | {mode} | {name} (`{getattr(args, name)}`) | {wall:.1f} ({each}) | "
+            f"{r['instances'] / core_s:,.0f} | {r['slots'] / core_s / 1e6:.2f} | "
+            f"{r['row_slots'] / core_s / 1e6:.2f} | {r['bytes'] / core_s / 1e6:.1f} |"
+        )
+    print("\nshards equal between the checkouts in every mode: True")
     return 0
 
 
