@@ -12,9 +12,9 @@ included) from ``run_summary.json``, and token slots per core-second = Σ instan
 max_seq_length over both phases ÷ (wall × ``--workers``). Every shard's ``content_sha256`` must
 be equal between the two checkouts. Prints Markdown rows for benchmarks/RESULTS.md.
 
-``--modes static dynamic packed packed512`` instead compares masking and packing modes (the
-run's config with ``masking: dynamic``, or ``pack_instances: 3`` on every phase or on seq512
-only; the same instances in each), each on both checkouts: instances, token slots and MB of
+``--modes static dynamic packed packed512 wholeword`` instead compares masking and packing modes
+(the run's config with ``masking: dynamic``, ``pack_instances: 3`` on every phase or on seq512
+only, or static whole-word masking; the same instances in each), each on both checkouts: instances, token slots and MB of
 shards per core-second, so that a mode's cost is seen beside static masking's.
 
 ``--profile N`` instead runs this checkout's phases once in one process (``in_memory``) under
@@ -47,6 +47,7 @@ MODES: dict[str, dict[str, dict]] = {
     "dynamic": {"*": {"masking": "dynamic"}},
     "packed": {"*": {"pack_instances": 3}},
     "packed512": {"seq512": {"pack_instances": 3}},
+    "wholeword": {"*": {"whole_word_mask": True}},
 }
 """``--modes``: settings laid over every phase (``*``) or one phase of the run's config; the
 dupe factors stay the config's, so every mode makes the same instances."""

@@ -58,6 +58,13 @@ def warm() -> None:
     bounds = frame_bounds(framed.data, 0, len(framed))
     gather_frames(framed.data, bounds[:-1], bounds[1:])
     count_frames(data)
+    from transforms.whole_word_choice import take_words_into
+
+    take_words_into(
+        np.zeros((1, 2)), np.ones(1), np.ones((1, 2)), np.ones((1, 2), bool), np.ones(1),
+        np.zeros((1, 2), np.int8), False, np.zeros((1, 1), np.int32), np.zeros((1, 1), np.int8),
+        np.zeros(1, np.int32),
+    )  # fmt: skip
     from transforms.near_duplicates import minhash_signatures
 
     minhash_signatures(["one two three four five six", ""])  # clean's near dedup

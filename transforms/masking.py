@@ -203,31 +203,9 @@ def _choose_whole_words(
     order = np.argsort(keys, axis=1, kind="stable")
     branch_draws = _decide(rng.random((n, seq_len)), cfg)
     n_words = starts.sum(axis=1)
-    for r in range(n):
-        limit = int(budget[r])
-        taken: list[int] = []
-        total = 0
-        row_sizes = sizes[r]
-        for start in order[r, : n_words[r]].tolist():
-            if total >= limit:
-                break
-            size = int(row_sizes[start])
-            if total + size > limit:
-                continue
-            taken.extend(range(start, start + size))
-            total += size
-        taken.sort()
-        counts[r] = total
-        if total:
-            cols = np.asarray(taken)
-            positions[r, :total] = cols
-            if cfg.per_piece_decisions:
-                decisions[r, :total] = branch_draws[r, cols]
-            else:
-                decisions[r, :total] = branch_draws[r, _first_piece(starts[r], cols)]
+    from transforms.whole_word_choice import take_words_into  # compiled: loaded on first use
 
-
-def _first_piece(row_starts: np.ndarray, cols: np.ndarray) -> np.ndarray:
-    """For each position in ``cols``, the position of the first piece of its word."""
-    start_positions = np.nonzero(row_starts)[0]
-    return start_positions[np.searchsorted(start_positions, cols, side="right") - 1]
+    take_words_into(
+        order, n_words, sizes, starts, budget, branch_draws, cfg.per_piece_decisions,
+        positions, decisions, counts,
+    )  # fmt: skip

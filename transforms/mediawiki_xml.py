@@ -165,6 +165,18 @@ def _is_disambiguation(text: str, normalized_templates: set[str]) -> bool:
     return _DISAMBIG_MAGIC in text or not normalized_templates.isdisjoint(template_names(text))
 
 
+def _starts_lowered(text: str, prefixes: tuple[str, ...], longest: int) -> bool:
+    """``text.lstrip().lower().startswith(prefixes)`` (``prefixes`` lower case, none longer than
+    ``longest``) without lowering a whole page: when the first ``longest`` characters are ASCII,
+    only they are lowered (ASCII lowers character by character); otherwise the whole text is,
+    as ``str.lower``'s context rules (a final sigma) may look past them."""
+    stripped = text.lstrip()
+    head = stripped[:longest]
+    if head.isascii():
+        return head.lower().startswith(prefixes)
+    return stripped.lower().startswith(prefixes)
+
+
 def _local(tag: str) -> str:
     return tag.rpartition("}")[2]
 
@@ -208,6 +220,7 @@ def iter_pages(
     names = dict(CANONICAL_NAMESPACES)
     site_names: dict[str, int] = {}
     redirect_prefixes = tuple(w.lower() for w in redirect_words)
+    longest_prefix = max(map(len, redirect_prefixes), default=0)
     disambiguation = {_normalize_name(t) for t in disambiguation_templates}
     parser = XMLPullParser(events=("start", "end"))
     stack: list[Element] = []
@@ -220,9 +233,9 @@ def iter_pages(
         text = p.text or ""
         if ns != 0:
             reason = "dropped_namespace"
-        elif p.redirect or text.lstrip().lower().startswith(redirect_prefixes):
+        elif p.redirect or _starts_lowered(text, redirect_prefixes, longest_prefix):
             reason = "dropped_redirect"
-        elif not text.strip():
+        elif not text or text.isspace():
             reason = "dropped_empty"
         elif not keep_disambiguation and _is_disambiguation(text, disambiguation):
             reason = "dropped_disambiguation"

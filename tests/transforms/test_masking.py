@@ -585,3 +585,57 @@ def test_prediction_budget_is_the_references_formula():
         min(20, max(1, round(n * 0.15))) for n in lengths
     ]
     assert isinstance(prediction_budget(7, 0.15), int)
+
+
+def reference_take_words(
+    order, n_words, sizes, starts, budget, branches, per_piece, positions, decisions, counts
+):
+    """The per-row Python loop ``transforms.whole_word_choice.take_words`` replaced: words in key
+    order while they fit, positions ascending, each word's branch read at its first piece (or
+    each piece's own)."""
+    for r in range(len(budget)):
+        limit = int(budget[r])
+        taken: list[int] = []
+        total = 0
+        for start in order[r, : n_words[r]].tolist():
+            if total >= limit:
+                break
+            size = int(sizes[r, start])
+            if total + size > limit:
+                continue
+            taken.extend(range(start, start + size))
+            total += size
+        taken.sort()
+        counts[r] = total
+        if total:
+            cols = np.asarray(taken)
+            if per_piece:
+                decisions[r, :total] = branches[r, cols]
+            else:
+                first = np.nonzero(starts[r])[0]
+                decisions[r, :total] = branches[r, first[np.searchsorted(first, cols, "right") - 1]]
+            positions[r, :total] = cols
+
+
+@pytest.mark.parametrize("per_piece", [False, True])
+@pytest.mark.parametrize(
+    "prob, max_pred, seq_len", [(0.15, 20, 128), (0.15, 80, 512), (0.5, 30, 64), (1.0, 16, 16)]
+)
+def test_compiled_whole_word_choice_equals_the_python_loop(
+    monkeypatch, per_piece, prob, max_pred, seq_len
+):
+    import transforms.whole_word_choice as choice
+
+    ids, lengths = make_rows(np.random.default_rng(seq_len), 400, seq_len, continuation_prob=0.4)
+    cfg = MaskingConfig(
+        masked_lm_prob=prob,
+        max_predictions_per_seq=max_pred,
+        whole_word_mask=True,
+        per_piece_decisions=per_piece,
+    )
+    got = run(ids, lengths, cfg, seed=3)
+    monkeypatch.setattr(choice, "take_words_into", reference_take_words)
+    want = run(ids, lengths, cfg, seed=3)
+    for name in ("input_ids", "positions", "label_ids", "weights", "counts", "decisions"):
+        assert np.array_equal(getattr(got, name), getattr(want, name)), name
+    assert got.counts.sum() > 0

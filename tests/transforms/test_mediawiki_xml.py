@@ -254,6 +254,21 @@ def test_redirect_by_text_without_element(text):
     assert stats == Counter(dropped_redirect=1)
 
 
+def test_redirect_word_with_non_ascii_letters_is_compared_in_lower_case():
+    # a Greek magic word: its capital sigma lowers to σ (not the final ς) because a letter
+    # follows, which only lowering past the word's own characters can tell
+    data = dump(page("Άλλο", "#ΑΝΑΚΑΤΕΥΘΥΝΣΗ [[Νέο]]"), version="0.3")
+    pages, _, stats = parse(data, redirect_words=("#ανακατευθυνση",))
+    assert pages == [] and stats == Counter(dropped_redirect=1)
+    pages, _, stats = parse(data, redirect_words=("#ανακατευθυνς",))  # final form: no match
+    assert titles(pages) == ["Άλλο"] and stats == Counter(pages_kept=1)
+
+
+def test_whitespace_only_text_is_empty():
+    pages, _, stats = parse(dump(page("Blank", " \n\t\u00a0 "), version="0.3"))
+    assert pages == [] and stats == Counter(dropped_empty=1)
+
+
 def test_localized_redirect_word_only_when_given():
     data = dump(page("Alt", "#WEITERLEITUNG [[Neu]]"), version="0.3")
     pages, _, _ = parse(data)
