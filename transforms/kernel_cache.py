@@ -58,12 +58,12 @@ def warm() -> None:
     bounds = frame_bounds(framed.data, 0, len(framed))
     gather_frames(framed.data, bounds[:-1], bounds[1:])
     count_frames(data)
-    from transforms.whole_word_choice import take_words_into
+    from transforms.whole_word_choice import choose_whole_words
 
-    take_words_into(
-        np.zeros((1, 2)), np.ones(1), np.ones((1, 2)), np.ones((1, 2), bool), np.ones(1),
-        np.zeros((1, 2), np.int8), False, np.zeros((1, 1), np.int32), np.zeros((1, 1), np.int8),
-        np.zeros(1, np.int32),
+    choose_whole_words(
+        np.zeros((1, 2), np.int32), np.ones((1, 2), bool), np.zeros(400, bool), np.zeros((1, 2)),
+        np.zeros((1, 2)), np.ones(1), 0.8, 0.1, False, np.zeros((1, 1), np.int32),
+        np.full((1, 1), -1, np.int8), np.zeros(1, np.int32),
     )  # fmt: skip
     from transforms.near_duplicates import minhash_signatures
 

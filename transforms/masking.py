@@ -192,20 +192,11 @@ def _choose_whole_words(
     (``per_piece_decisions``). Random draws are made for the whole batch at once.
     """
     n, seq_len = ids.shape
-    starts = word_starts(ids, candidate, is_continuation)
-    # Word sizes: run length of each word, stored at its first piece.
-    word_index = np.cumsum(starts, axis=1) - 1  # per position, the index of its word in the row
-    flat_word = (np.arange(n)[:, None] * seq_len + word_index)[candidate]
-    sizes_by_word = np.bincount(flat_word, minlength=n * seq_len).reshape(n, seq_len)
-    sizes = np.where(starts, np.take_along_axis(sizes_by_word, np.maximum(word_index, 0), 1), 0)
     keys = rng.random((n, seq_len))
-    keys[~starts] = 2.0
-    order = np.argsort(keys, axis=1, kind="stable")
-    branch_draws = _decide(rng.random((n, seq_len)), cfg)
-    n_words = starts.sum(axis=1)
-    from transforms.whole_word_choice import take_words_into  # compiled: loaded on first use
+    draws = rng.random((n, seq_len))
+    from transforms.whole_word_choice import choose_whole_words  # compiled: loaded on first use
 
-    take_words_into(
-        order, n_words, sizes, starts, budget, branch_draws, cfg.per_piece_decisions,
-        positions, decisions, counts,
+    choose_whole_words(
+        ids, candidate, is_continuation, keys, draws, budget, cfg.mask_token_prob,
+        cfg.keep_token_prob, cfg.per_piece_decisions, positions, decisions, counts,
     )  # fmt: skip

@@ -1,10 +1,11 @@
-"""Whole-word masking's greedy choice, compiled: per row, words taken in key order while they fit
-the prediction budget (a word that would overflow it is passed over), reported ascending with
-their 80/10/10 branch (per word or per piece).
+"""Whole-word masking's choice, compiled: per row, the words (a candidate piece and the ``##``
+pieces right after it), taken in the order of their first piece's key while they fit the
+prediction budget (a word that would overflow it is passed over), reported ascending with their
+80/10/10 branch, read at the word's first piece (or at each piece).
 
-``transforms.masking._choose_whole_words`` makes the draws and the word sizes with numpy and
-calls this for the per-row loop, which was Python; the choices are the same
-(``tests/transforms/test_masking.py`` holds the loop it replaced as the reference).
+``transforms.masking._choose_whole_words`` makes the random draws with numpy, in the order it
+always made them, and calls this for everything else; ``tests/transforms/test_masking.py`` holds
+the numpy definition it replaced and checks both choose the same, ties included.
 """
 
 from __future__ import annotations
@@ -12,64 +13,91 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+MASKED, KEPT, RANDOM = 0, 1, 2  # transforms.masking's branch codes
+
 
 @numba.njit(cache=True)
-def take_words(order, n_words, sizes, starts, budget, branches, per_piece, positions, decisions,
-               counts):  # fmt: skip
-    """Fills ``positions``/``decisions``/``counts`` (zeroed / -1 / 0) row by row.
-
-    ``order`` (n, L): each row's word starts by ascending key first (``n_words[r]`` of them);
-    ``sizes`` (n, L): pieces of the word starting at a column; ``starts`` (n, L) bool: first
-    pieces; ``budget`` (n,); ``branches`` (n, L) int8: the branch drawn at each column.
-    """
-    n, seq_len = starts.shape
+def _choose(ids, candidate, is_continuation, keys, draws, budget, mask_below, keep_below,
+            per_piece, positions, decisions, counts):  # fmt: skip
+    n, seq_len = ids.shape
+    word_start = np.empty(seq_len, dtype=np.int64)
+    word_size = np.empty(seq_len, dtype=np.int64)
+    word_key = np.empty(seq_len, dtype=np.float64)
+    is_start = np.zeros(seq_len, dtype=np.bool_)
     taken = np.zeros(seq_len, dtype=np.bool_)
     for r in range(n):
+        # words: a candidate starts one unless it is a ## piece right after another candidate
+        words = 0
+        previous = False
+        for c in range(seq_len):
+            here = candidate[r, c]
+            is_start[c] = False
+            if here:
+                if previous and is_continuation[ids[r, c]]:
+                    word_size[words - 1] += 1
+                else:
+                    word_start[words] = c
+                    word_size[words] = 1
+                    word_key[words] = keys[r, c]
+                    is_start[c] = True
+                    words += 1
+            previous = here
+        # by key, ties by position (the starts are in position order and the sort is stable)
+        order = np.argsort(word_key[:words], kind="mergesort")
         limit = budget[r]
         total = 0
         taken[:] = False
-        for i in range(n_words[r]):
+        for i in range(words):
             if total >= limit:
                 break
-            start = order[r, i]
-            size = sizes[r, start]
+            w = order[i]
+            size = word_size[w]
             if total + size > limit:
                 continue
-            for c in range(start, start + size):
+            for c in range(word_start[w], word_start[w] + size):
                 taken[c] = True
             total += size
         counts[r] = total
         k = 0
         first = 0
         for c in range(seq_len):
-            if starts[r, c]:
+            if is_start[c]:
                 first = c
             if taken[c]:
+                u = draws[r, c] if per_piece else draws[r, first]
                 positions[r, k] = c
-                decisions[r, k] = branches[r, c] if per_piece else branches[r, first]
+                decisions[r, k] = MASKED if u < mask_below else (KEPT if u < keep_below else RANDOM)
                 k += 1
 
 
-def take_words_into(
-    order: np.ndarray,
-    n_words: np.ndarray,
-    sizes: np.ndarray,
-    starts: np.ndarray,
+def choose_whole_words(
+    ids: np.ndarray,
+    candidate: np.ndarray,
+    is_continuation: np.ndarray,
+    keys: np.ndarray,
+    draws: np.ndarray,
     budget: np.ndarray,
-    branches: np.ndarray,
+    mask_token_prob: float,
+    keep_token_prob: float,
     per_piece: bool,
     positions: np.ndarray,
     decisions: np.ndarray,
     counts: np.ndarray,
 ) -> None:
-    """``take_words`` with its arguments in the kernel's types."""
-    take_words(
-        np.ascontiguousarray(order, dtype=np.int64),
-        np.asarray(n_words, dtype=np.int64),
-        np.ascontiguousarray(sizes, dtype=np.int64),
-        np.ascontiguousarray(starts, dtype=np.bool_),
+    """Fills ``positions``/``decisions``/``counts`` (int32 (n, P) zeros, int8 (n, P) -1, int32
+    (n,) zeros) for rows ``ids`` (n, L) whose ``candidate`` positions may be masked: ``keys``
+    order the words (read at a word's first piece), ``draws`` choose the branch ([MASK] below
+    ``mask_token_prob``, kept below that plus ``keep_token_prob``, else random); both (n, L)
+    uniform draws. At most ``budget[r]`` positions per row."""
+    _choose(
+        np.ascontiguousarray(ids, dtype=np.int32),
+        np.ascontiguousarray(candidate, dtype=np.bool_),
+        np.asarray(is_continuation, dtype=np.bool_),
+        np.ascontiguousarray(keys, dtype=np.float64),
+        np.ascontiguousarray(draws, dtype=np.float64),
         np.asarray(budget, dtype=np.int64),
-        np.ascontiguousarray(branches, dtype=np.int8),
+        float(mask_token_prob),
+        float(mask_token_prob + keep_token_prob),
         bool(per_piece),
         positions,
         decisions,

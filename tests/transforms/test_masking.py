@@ -587,13 +587,26 @@ def test_prediction_budget_is_the_references_formula():
     assert isinstance(prediction_budget(7, 0.15), int)
 
 
-def reference_take_words(
-    order, n_words, sizes, starts, budget, branches, per_piece, positions, decisions, counts
+def reference_whole_words(
+    ids, candidate, budget, cfg, is_continuation, rng, positions, decisions, counts
 ):
-    """The per-row Python loop ``transforms.whole_word_choice.take_words`` replaced: words in key
-    order while they fit, positions ascending, each word's branch read at its first piece (or
-    each piece's own)."""
-    for r in range(len(budget)):
+    """The numpy definition ``transforms.whole_word_choice`` replaced (same draws, same order):
+    word starts and sizes by array operations, words ordered by a stable argsort of their keys,
+    then a per-row loop taking words while they fit."""
+    from transforms.masking import _decide, word_starts
+
+    n, seq_len = ids.shape
+    starts = word_starts(ids, candidate, is_continuation)
+    word_index = np.cumsum(starts, axis=1) - 1
+    flat_word = (np.arange(n)[:, None] * seq_len + word_index)[candidate]
+    sizes_by_word = np.bincount(flat_word, minlength=n * seq_len).reshape(n, seq_len)
+    sizes = np.where(starts, np.take_along_axis(sizes_by_word, np.maximum(word_index, 0), 1), 0)
+    keys = rng.random((n, seq_len))
+    keys[~starts] = 2.0
+    order = np.argsort(keys, axis=1, kind="stable")
+    branches = _decide(rng.random((n, seq_len)), cfg)
+    n_words = starts.sum(axis=1)
+    for r in range(n):
         limit = int(budget[r])
         taken: list[int] = []
         total = 0
@@ -609,22 +622,36 @@ def reference_take_words(
         counts[r] = total
         if total:
             cols = np.asarray(taken)
-            if per_piece:
+            positions[r, :total] = cols
+            if cfg.per_piece_decisions:
                 decisions[r, :total] = branches[r, cols]
             else:
                 first = np.nonzero(starts[r])[0]
                 decisions[r, :total] = branches[r, first[np.searchsorted(first, cols, "right") - 1]]
-            positions[r, :total] = cols
 
 
+class _TiedDraws:
+    """A generator whose uniform draws come from a few values, so that word keys tie."""
+
+    def __init__(self, seed: int) -> None:
+        self._rng = np.random.default_rng(seed)
+
+    def random(self, shape):
+        return self._rng.integers(0, 10, size=shape) / 10.0  # 0.8: kept, 0.9: random
+
+    def integers(self, low, high, size):
+        return self._rng.integers(low, high, size=size)
+
+
+@pytest.mark.parametrize("ties", [False, True])
 @pytest.mark.parametrize("per_piece", [False, True])
 @pytest.mark.parametrize(
     "prob, max_pred, seq_len", [(0.15, 20, 128), (0.15, 80, 512), (0.5, 30, 64), (1.0, 16, 16)]
 )
-def test_compiled_whole_word_choice_equals_the_python_loop(
-    monkeypatch, per_piece, prob, max_pred, seq_len
+def test_compiled_whole_word_choice_equals_the_numpy_definition(
+    monkeypatch, ties, per_piece, prob, max_pred, seq_len
 ):
-    import transforms.whole_word_choice as choice
+    import transforms.masking as masking
 
     ids, lengths = make_rows(np.random.default_rng(seq_len), 400, seq_len, continuation_prob=0.4)
     cfg = MaskingConfig(
@@ -633,9 +660,19 @@ def test_compiled_whole_word_choice_equals_the_python_loop(
         whole_word_mask=True,
         per_piece_decisions=per_piece,
     )
-    got = run(ids, lengths, cfg, seed=3)
-    monkeypatch.setattr(choice, "take_words_into", reference_take_words)
-    want = run(ids, lengths, cfg, seed=3)
+
+    def masked():
+        return mask_rows(
+            ids, lengths, cfg, cls_id=CLS, sep_id=SEP, mask_id=MASK, replacement_ids=REPLACEMENT,
+            is_continuation=IS_CONTINUATION,
+            rng=_TiedDraws(3) if ties else np.random.default_rng(3),
+        )  # fmt: skip
+
+    got = masked()
+    monkeypatch.setattr(masking, "_choose_whole_words", reference_whole_words)
+    want = masked()
     for name in ("input_ids", "positions", "label_ids", "weights", "counts", "decisions"):
         assert np.array_equal(getattr(got, name), getattr(want, name)), name
     assert got.counts.sum() > 0
+    if got.counts.sum() > 500:
+        assert set(np.unique(got.decisions[got.weights > 0]).tolist()) == {MASKED, KEPT, RANDOM}
