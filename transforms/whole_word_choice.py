@@ -17,12 +17,27 @@ MASKED, KEPT, RANDOM = 0, 1, 2  # transforms.masking's branch codes
 
 
 @numba.njit(cache=True)
+def _sort_by_key(keys, words, count):
+    """Sorts ``words[:count]`` (word indexes, ascending) by ``keys[word]``, ties keeping their
+    order: insertion sort, for the few words below a row's threshold."""
+    for i in range(1, count):
+        w = words[i]
+        key = keys[w]
+        j = i - 1
+        while j >= 0 and keys[words[j]] > key:
+            words[j + 1] = words[j]
+            j -= 1
+        words[j + 1] = w
+
+
+@numba.njit(cache=True)
 def _choose(ids, candidate, is_continuation, keys, draws, budget, mask_below, keep_below,
             per_piece, positions, decisions, counts):  # fmt: skip
     n, seq_len = ids.shape
     word_start = np.empty(seq_len, dtype=np.int64)
     word_size = np.empty(seq_len, dtype=np.int64)
     word_key = np.empty(seq_len, dtype=np.float64)
+    early = np.empty(seq_len, dtype=np.int64)
     is_start = np.zeros(seq_len, dtype=np.bool_)
     taken = np.zeros(seq_len, dtype=np.bool_)
     for r in range(n):
@@ -32,6 +47,7 @@ def _choose(ids, candidate, is_continuation, keys, draws, budget, mask_below, ke
         for c in range(seq_len):
             here = candidate[r, c]
             is_start[c] = False
+            taken[c] = False
             if here:
                 if previous and is_continuation[ids[r, c]]:
                     word_size[words - 1] += 1
@@ -42,21 +58,35 @@ def _choose(ids, candidate, is_continuation, keys, draws, budget, mask_below, ke
                     is_start[c] = True
                     words += 1
             previous = here
-        # by key, ties by position (the starts are in position order and the sort is stable)
-        order = np.argsort(word_key[:words], kind="mergesort")
+        # Words in (key, position) order until the budget is filled. Every word whose key is
+        # below the threshold comes before every other, so only those are sorted first (keys
+        # are uniform: about budget + 8 of them); the rest are sorted only when still needed.
         limit = budget[r]
         total = 0
-        taken[:] = False
-        for i in range(words):
+        threshold = (1.25 * limit + 8.0) / max(words, 1)
+        for part in range(2):
+            count = 0
+            for w in range(words):
+                if (word_key[w] < threshold) == (part == 0):
+                    early[count] = w
+                    count += 1
+            if part == 0:
+                _sort_by_key(word_key, early, count)
+            else:
+                order = np.argsort(word_key[early[:count]], kind="mergesort")
+                early[:count] = early[:count][order]
+            for i in range(count):
+                if total >= limit:
+                    break
+                w = early[i]
+                size = word_size[w]
+                if total + size > limit:
+                    continue
+                for c in range(word_start[w], word_start[w] + size):
+                    taken[c] = True
+                total += size
             if total >= limit:
                 break
-            w = order[i]
-            size = word_size[w]
-            if total + size > limit:
-                continue
-            for c in range(word_start[w], word_start[w] + size):
-                taken[c] = True
-            total += size
         counts[r] = total
         k = 0
         first = 0

@@ -630,26 +630,30 @@ def reference_whole_words(
                 decisions[r, :total] = branches[r, first[np.searchsorted(first, cols, "right") - 1]]
 
 
-class _TiedDraws:
-    """A generator whose uniform draws come from a few values, so that word keys tie."""
+class _Draws:
+    """A generator whose uniform draws are bent: ``tied`` draws come from ten values (word keys
+    tie; 0.8 is kept, 0.9 random), ``high`` ones crowd near 1 (few words fall below the
+    kernel's first threshold, so its second pass is taken)."""
 
-    def __init__(self, seed: int) -> None:
+    def __init__(self, kind: str, seed: int) -> None:
+        self._kind = kind
         self._rng = np.random.default_rng(seed)
 
     def random(self, shape):
-        return self._rng.integers(0, 10, size=shape) / 10.0  # 0.8: kept, 0.9: random
+        u = self._rng.random(shape)
+        return np.floor(u * 10) / 10 if self._kind == "tied" else 1.0 - u**8
 
     def integers(self, low, high, size):
         return self._rng.integers(low, high, size=size)
 
 
-@pytest.mark.parametrize("ties", [False, True])
+@pytest.mark.parametrize("draws", ["uniform", "tied", "high"])
 @pytest.mark.parametrize("per_piece", [False, True])
 @pytest.mark.parametrize(
     "prob, max_pred, seq_len", [(0.15, 20, 128), (0.15, 80, 512), (0.5, 30, 64), (1.0, 16, 16)]
 )
 def test_compiled_whole_word_choice_equals_the_numpy_definition(
-    monkeypatch, ties, per_piece, prob, max_pred, seq_len
+    monkeypatch, draws, per_piece, prob, max_pred, seq_len
 ):
     import transforms.masking as masking
 
@@ -665,7 +669,7 @@ def test_compiled_whole_word_choice_equals_the_numpy_definition(
         return mask_rows(
             ids, lengths, cfg, cls_id=CLS, sep_id=SEP, mask_id=MASK, replacement_ids=REPLACEMENT,
             is_continuation=IS_CONTINUATION,
-            rng=_TiedDraws(3) if ties else np.random.default_rng(3),
+            rng=np.random.default_rng(3) if draws == "uniform" else _Draws(draws, 3),
         )  # fmt: skip
 
     got = masked()
