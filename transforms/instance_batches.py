@@ -37,7 +37,6 @@ from transforms.instances import (
     create_packed_rows,
     pack_pairs,
     pack_rows,
-    pack_spans,
 )
 from transforms.masking import (
     KEPT,
@@ -48,6 +47,7 @@ from transforms.masking import (
     prediction_budget,
     word_starts,
 )
+from transforms.pair_rows import pack_span_rows
 from transforms.pair_spans import bucket_pair_spans
 from transforms.seeding import DEFAULT_SEED, numpy_rng, python_rng
 from transforms.special_ids import SpecialIds
@@ -436,7 +436,7 @@ def record_batches(
         if unpacked_dynamic:
             return keyed(frame_unmasked_spans(layout.tokens, spans, settings, tables, stats))
         seq_len = settings.pairs.max_seq_length
-        packed = pack_spans(layout.tokens, spans, tables.cls_id, tables.sep_id, seq_len)
+        packed = pack_span_rows(layout.tokens, spans, tables.cls_id, tables.sep_id, seq_len)
         return keyed(frame_packed(packed, settings, tables, mask_rng, stats))
 
     def encode_rows(rows: list[list[Window]]) -> RecordBatch:

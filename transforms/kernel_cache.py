@@ -53,6 +53,9 @@ def warm() -> None:
         layout.tokens, spans, settings, tables, np.random.default_rng(0), Counter()
     )
     frame_unmasked_spans(layout.tokens, spans, settings, tables, Counter())
+    from transforms.pair_rows import pack_span_rows
+
+    pack_span_rows(layout.tokens, spans, 1, 2, 32)
     frame_examples({"ids": np.zeros((1, 2), np.int64)}, {"w": np.zeros((1, 1), np.float32)})
     data, _ = residue_spill(FramedRecords.concat([framed]), np.arange(len(framed)), 2)
     bounds = frame_bounds(framed.data, 0, len(framed))
