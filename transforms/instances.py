@@ -329,6 +329,19 @@ class PackedPairs:
         return int(self.lengths.shape[0])
 
 
+def checked_spans(spans: np.ndarray, max_seq_length: int) -> tuple[np.ndarray, np.ndarray]:
+    """``spans`` as a contiguous int64 (N, 5) ``PairSpan`` array and each pair's row length
+    (``[CLS] A [SEP] B [SEP]``: A + B + 3 tokens); ValueError when one exceeds
+    ``max_seq_length``."""
+    spans = np.ascontiguousarray(spans, dtype=np.int64).reshape(-1, 5)
+    lengths = spans[:, 1] + spans[:, 3] + 3
+    if len(spans) and lengths.max() > max_seq_length:
+        raise ValueError(
+            f"pair of {int(lengths.max())} tokens exceeds max_seq_length {max_seq_length}"
+        )
+    return spans, lengths
+
+
 def pack_spans(
     tokens: np.ndarray,
     spans: np.ndarray,
@@ -340,13 +353,8 @@ def pack_spans(
 
     ``spans`` is an int64 (N, 5) array of ``PairSpan`` rows over the flat ``tokens``.
     """
-    spans = np.asarray(spans, dtype=np.int64).reshape(-1, 5)
+    spans, lengths = checked_spans(spans, max_seq_length)
     a0, la, b0, lb = (spans[:, k : k + 1] for k in range(4))
-    lengths = (la + lb + 3)[:, 0]
-    if len(spans) and lengths.max() > max_seq_length:
-        raise ValueError(
-            f"pair of {int(lengths.max())} tokens exceeds max_seq_length {max_seq_length}"
-        )
     col = np.arange(max_seq_length)[None, :]
     in_a = (col >= 1) & (col <= la)
     in_b = (col >= la + 2) & (col < la + 2 + lb)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from transforms.instances import PackedPairs
+from transforms.instances import PackedPairs, checked_spans
 
 
 @numba.njit(cache=True)
@@ -34,13 +34,8 @@ def pack_span_rows(
 ) -> PackedPairs:
     """``pack_spans(tokens, spans, cls_id, sep_id, max_seq_length)``, compiled; the same
     ValueError when a pair exceeds ``max_seq_length``."""
-    spans = np.ascontiguousarray(spans, dtype=np.int64).reshape(-1, 5)
+    spans, lengths = checked_spans(spans, max_seq_length)
     n = len(spans)
-    lengths = spans[:, 1] + spans[:, 3] + 3
-    if n and lengths.max() > max_seq_length:
-        raise ValueError(
-            f"pair of {int(lengths.max())} tokens exceeds max_seq_length {max_seq_length}"
-        )
     input_ids = np.zeros((n, max_seq_length), dtype=np.int32)
     segment_ids = np.zeros((n, max_seq_length), dtype=np.int8)
     _rows(np.asarray(tokens, dtype=np.int32), spans, cls_id, sep_id, input_ids, segment_ids)

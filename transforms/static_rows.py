@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
+from transforms.instances import checked_spans
 from transforms.masking import MaskingConfig, prediction_budget
 
 
@@ -190,11 +191,8 @@ def static_rows(
     [SEP]`` and masks them as ``mask_rows`` does with ``whole_word_mask`` off."""
     if cfg.whole_word_mask:
         raise ValueError("static_rows masks token by token; whole-word masking uses mask_rows")
-    spans = np.ascontiguousarray(spans, dtype=np.int64).reshape(-1, 5)
+    spans, lengths = checked_spans(spans, seq_len)
     n, p = len(spans), cfg.max_predictions_per_seq
-    lengths = spans[:, 1] + spans[:, 3] + 3
-    if n and lengths.max() > seq_len:
-        raise ValueError(f"pair of {int(lengths.max())} tokens exceeds max_seq_length {seq_len}")
     draws = draw_masks(rng, n, seq_len, p, len(replacement_ids))
     budget = prediction_budget(lengths, cfg.masked_lm_prob, p)
     ints = np.zeros((n, 3 * seq_len + 2 * p + (1 if nsp else 0)), dtype=np.int32)

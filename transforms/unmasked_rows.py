@@ -16,6 +16,8 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
+from transforms.instances import checked_spans
+
 
 @numba.njit(cache=True)
 def _rows(tokens, spans, is_continuation, cls_id, sep_id, seq_len, nsp, ints):
@@ -76,11 +78,8 @@ def unmasked_rows(
 ) -> UnmaskedRows:
     """Packs ``spans`` (int64 (n, 5) ``PairSpan`` rows over ``tokens``) as ``[CLS] A [SEP] B
     [SEP]`` with the word-start flags; raises ValueError when a pair exceeds ``seq_len``."""
-    spans = np.ascontiguousarray(spans, dtype=np.int64).reshape(-1, 5)
+    spans, lengths = checked_spans(spans, seq_len)
     n = len(spans)
-    lengths = spans[:, 1] + spans[:, 3] + 3
-    if n and lengths.max() > seq_len:
-        raise ValueError(f"pair of {int(lengths.max())} tokens exceeds max_seq_length {seq_len}")
     ints = np.zeros((n, 4 * seq_len + (1 if nsp else 0)), dtype=np.int32)
     _rows(
         np.asarray(tokens, dtype=np.int32),
