@@ -19,6 +19,7 @@ from transforms.features import (
     DYNAMIC,
     SENTENCE_PAIRS,
     STATIC,
+    UNMASKED_FEATURES,
     check_kind,
     check_packable,
     has_nsp,
@@ -244,6 +245,18 @@ def _count_static(
     stats["padding_tokens"] += int(token_slots - lengths.sum())
 
 
+def _count_unmasked(
+    stats: Counter[str], lengths: np.ndarray, token_slots: int, cfg: MaskingConfig
+) -> None:
+    """The counters of a batch of unmasked instances filling ``token_slots`` slots;
+    ``expected_masked_lm_predictions`` is the token-level budget summed over the instances."""
+    budget = prediction_budget(lengths, cfg.masked_lm_prob, cfg.max_predictions_per_seq)
+    stats["instances"] += len(lengths)
+    stats["instance_tokens"] += int(lengths.sum())
+    stats["expected_masked_lm_predictions"] += int(budget.sum())
+    stats["padding_tokens"] += int(token_slots - lengths.sum())
+
+
 def frame_static_spans(
     tokens: np.ndarray,
     spans: np.ndarray,
@@ -323,12 +336,7 @@ def frame_unmasked_spans(
         is_continuation=tables.is_continuation,
         nsp=has_nsp(settings.input_mode),
     )
-    cfg = settings.masking
-    budget = prediction_budget(rows.lengths, cfg.masked_lm_prob, cfg.max_predictions_per_seq)
-    stats["instances"] += len(rows.lengths)
-    stats["instance_tokens"] += int(rows.lengths.sum())
-    stats["expected_masked_lm_predictions"] += int(budget.sum())
-    stats["padding_tokens"] += int(len(rows.lengths) * seq_len - rows.lengths.sum())
+    _count_unmasked(stats, rows.lengths, len(rows.lengths) * seq_len, settings.masking)
     widths = rows.int_widths(seq_len)
     names = list(UNMASKED_INT_FEATURES[: len(widths)])
     bounds = np.concatenate(([0], np.cumsum(widths)))
@@ -336,15 +344,9 @@ def frame_unmasked_spans(
     return frame_columns(rows.ints, bounds, no_floats, np.array([0]), names)
 
 
-UNMASKED_INT_FEATURES = (
-    "input_ids",
-    "input_mask",
-    "segment_ids",
-    "word_starts",
-    "next_sentence_labels",
-)
+UNMASKED_INT_FEATURES = tuple(spec.name for spec in UNMASKED_FEATURES)
 """The int features of an unmasked (``masking=dynamic``) record, in the order they are
-written."""
+written (``transforms.features.UNMASKED_FEATURES``)."""
 
 
 STATIC_INT_FEATURES = (
@@ -372,13 +374,8 @@ def _encode_unmasked(
     ids = packed.input_ids
     candidate = (input_mask > 0) & (ids != tables.cls_id) & (ids != tables.sep_id)
     starts = word_starts(ids, candidate, tables.is_continuation).astype(np.int8)
-    cfg = settings.masking
-    budget = prediction_budget(packed.lengths, cfg.masked_lm_prob, cfg.max_predictions_per_seq)
     plan = _plan(stats, packed.lengths, settings)
-    stats["instances"] += len(packed)
-    stats["instance_tokens"] += int(packed.lengths.sum())
-    stats["expected_masked_lm_predictions"] += int(budget.sum())
-    stats["padding_tokens"] += int(_slots(plan, packed.lengths, seq_len) - packed.lengths.sum())
+    _count_unmasked(stats, packed.lengths, _slots(plan, packed.lengths, seq_len), settings.masking)
     if plan is not None:
         columns = packed_columns(
             input_ids=ids,

@@ -21,8 +21,11 @@ from transforms.instances import checked_spans
 
 @numba.njit(cache=True)
 def _rows(tokens, spans, is_continuation, cls_id, sep_id, seq_len, nsp, ints):
-    """Fills ``ints`` (zeroed, int32 (n, 4L [+ 1])) row by row."""
+    """Fills ``ints`` (zeroed, int32 (n, 4L [+ 1])) row by row; returns how many maskable
+    pieces lie outside ``is_continuation`` (0 unless the ids and the vocabulary differ)."""
     mask0, segment0, starts0 = seq_len, 2 * seq_len, 3 * seq_len
+    vocab = is_continuation.shape[0]
+    unknown = 0
     for r in range(spans.shape[0]):
         a0, la, b0, lb = spans[r, 0], spans[r, 1], spans[r, 2], spans[r, 3]
         length = la + lb + 3
@@ -44,11 +47,14 @@ def _rows(tokens, spans, is_continuation, cls_id, sep_id, seq_len, nsp, ints):
         for c in range(1, length):
             token = row[c]
             maskable = token != cls_id and token != sep_id
-            if maskable and not (previous and is_continuation[token]):
+            if maskable and (token < 0 or token >= vocab):
+                unknown += 1
+            elif maskable and not (previous and is_continuation[token]):
                 row[starts0 + c] = 1
             previous = maskable
         if nsp:
             row[4 * seq_len] = spans[r, 4]
+    return unknown
 
 
 @dataclass(frozen=True)
@@ -77,11 +83,12 @@ def unmasked_rows(
     nsp: bool,
 ) -> UnmaskedRows:
     """Packs ``spans`` (int64 (n, 5) ``PairSpan`` rows over ``tokens``) as ``[CLS] A [SEP] B
-    [SEP]`` with the word-start flags; raises ValueError when a pair exceeds ``seq_len``."""
+    [SEP]`` with the word-start flags; raises ValueError when a pair exceeds ``seq_len`` or a
+    token id lies outside ``is_continuation`` (a vocabulary that is not the tokens')."""
     spans, lengths = checked_spans(spans, seq_len)
     n = len(spans)
     ints = np.zeros((n, 4 * seq_len + (1 if nsp else 0)), dtype=np.int32)
-    _rows(
+    unknown = _rows(
         np.asarray(tokens, dtype=np.int32),
         spans,
         np.asarray(is_continuation, dtype=np.bool_),
@@ -91,4 +98,9 @@ def unmasked_rows(
         nsp,
         ints,
     )
+    if unknown:
+        raise ValueError(
+            f"{unknown} token ids lie outside the vocabulary's {len(is_continuation)} ids: "
+            "the token files and the vocabulary do not match"
+        )
     return UnmaskedRows(ints, lengths)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-MASKED, KEPT, RANDOM = 0, 1, 2  # transforms.masking's branch codes
+from transforms.masking import KEPT, MASKED, RANDOM
 
 
 @numba.njit(cache=True)
@@ -34,6 +34,8 @@ def _sort_by_key(keys, words, count):
 def _choose(ids, candidate, is_continuation, keys, draws, budget, mask_below, keep_below,
             per_piece, positions, decisions, counts):  # fmt: skip
     n, seq_len = ids.shape
+    vocab = is_continuation.shape[0]
+    unknown = 0
     word_start = np.empty(seq_len, dtype=np.int64)
     word_size = np.empty(seq_len, dtype=np.int64)
     word_key = np.empty(seq_len, dtype=np.float64)
@@ -48,6 +50,9 @@ def _choose(ids, candidate, is_continuation, keys, draws, budget, mask_below, ke
             here = candidate[r, c]
             is_start[c] = False
             taken[c] = False
+            if here and (ids[r, c] < 0 or ids[r, c] >= vocab):
+                unknown += 1
+                here = False
             if here:
                 if previous and is_continuation[ids[r, c]]:
                     word_size[words - 1] += 1
@@ -98,6 +103,7 @@ def _choose(ids, candidate, is_continuation, keys, draws, budget, mask_below, ke
                 positions[r, k] = c
                 decisions[r, k] = MASKED if u < mask_below else (KEPT if u < keep_below else RANDOM)
                 k += 1
+    return unknown
 
 
 def choose_whole_words(
@@ -118,8 +124,9 @@ def choose_whole_words(
     (n,) zeros) for rows ``ids`` (n, L) whose ``candidate`` positions may be masked: ``keys``
     order the words (read at a word's first piece), ``draws`` choose the branch ([MASK] below
     ``mask_token_prob``, kept below that plus ``keep_token_prob``, else random); both (n, L)
-    uniform draws. At most ``budget[r]`` positions per row."""
-    _choose(
+    uniform draws. At most ``budget[r]`` positions per row. ValueError when a candidate id lies
+    outside ``is_continuation`` (as numpy's indexing raised before)."""
+    unknown = _choose(
         np.ascontiguousarray(ids, dtype=np.int32),
         np.ascontiguousarray(candidate, dtype=np.bool_),
         np.asarray(is_continuation, dtype=np.bool_),
@@ -133,3 +140,8 @@ def choose_whole_words(
         decisions,
         counts,
     )
+    if unknown:
+        raise ValueError(
+            f"{unknown} token ids lie outside the vocabulary's {len(is_continuation)} ids: "
+            "the token files and the vocabulary do not match"
+        )

@@ -680,3 +680,10 @@ def test_compiled_whole_word_choice_equals_the_numpy_definition(
     assert got.counts.sum() > 0
     if got.counts.sum() > 500:
         assert set(np.unique(got.decisions[got.weights > 0]).tolist()) == {MASKED, KEPT, RANDOM}
+
+
+def test_whole_word_masking_refuses_ids_outside_the_continuation_table():
+    ids, lengths = make_rows(np.random.default_rng(1), 4, 32, continuation_prob=0.3)
+    ids[0, 1] = len(IS_CONTINUATION) + 5
+    with pytest.raises(ValueError, match="1 token ids lie outside the vocabulary"):
+        run(ids, lengths, MaskingConfig(whole_word_mask=True))

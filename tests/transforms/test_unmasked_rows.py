@@ -133,3 +133,12 @@ def test_dynamic_batches_read_back_through_tf_data(tmp_path):
         length = int(example["input_mask"].numpy().sum())
         assert ids[0] == 101 and ids[length - 1] == 102 and not ids[length:].any()
         assert example["word_starts"].numpy()[0] == 0
+
+
+def test_a_token_id_outside_the_vocabulary_is_refused():
+    tokens = np.array([7, 8, 25, 10], dtype=np.int32)  # 25: beyond a 20-id vocabulary
+    spans = np.array([[0, 2, 2, 2, 0]], dtype=np.int64)
+    with pytest.raises(ValueError, match="1 token ids lie outside the vocabulary's 20 ids"):
+        unmasked_rows(
+            tokens, spans, 8, cls_id=1, sep_id=2, is_continuation=np.zeros(20, bool), nsp=True
+        )
