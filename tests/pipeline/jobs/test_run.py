@@ -1,10 +1,14 @@
 """``bertprep run``: the whole job on the embedded sample, resuming after a kill, rerunning exactly
-what a config change affects, and clear config errors."""
+what a config change affects, and clear config errors.
+
+The uninterrupted sample job is run once per runner mode for the whole module (``sample_runs``);
+the tests that compare against it or start from it share those runs (one xdist group)."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -23,21 +27,45 @@ from tests.pipeline.shard_reading import read_shards
 
 ROOT = Path(__file__).resolve().parents[3]
 SAMPLE = ROOT / "configs" / "sample.yaml"
+CLI_DEFAULTS = "cli-defaults"
+"""``run``'s mode for the CLI's own runner defaults (multi-process, a worker per core)."""
+
+pytestmark = pytest.mark.xdist_group("sample_runs")  # one set of shared runs per session
 
 
 def run(tmp_path: Path, *overrides: str, mode: str = "in_memory", force=()) -> dict:
     config = load_run_config(SAMPLE, [f"output={tmp_path / 'out'}", *overrides])
+    if mode == CLI_DEFAULTS:
+        flags: list[str] = []
+    else:
+        flags = [
+            f"--direct_running_mode={mode}",
+            f"--direct_num_workers={2 if mode != 'in_memory' else 1}",
+        ]
     return run_all(
-        config,
-        lambda: make_pipeline_options(
-            [
-                f"--direct_running_mode={mode}",
-                f"--direct_num_workers={2 if mode != 'in_memory' else 1}",
-            ]
-        ),
-        set(force),
-        progress=lambda m: None,
+        config, lambda: make_pipeline_options(flags), set(force), progress=lambda m: None
     )
+
+
+class SampleRuns:
+    """The sample job, uninterrupted and with the default config, run once per mode on first
+    use: ``get(mode)`` is ``(summary, output directory)``. Tests must not write into it (copy
+    it first)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.done: dict[str, tuple[dict, Path]] = {}
+
+    def get(self, mode: str) -> tuple[dict, Path]:
+        if mode not in self.done:
+            where = self.root / mode
+            self.done[mode] = (run(where, mode=mode), where / "out")
+        return self.done[mode]
+
+
+@pytest.fixture(scope="module")
+def sample_runs(tmp_path_factory) -> SampleRuns:
+    return SampleRuns(tmp_path_factory.mktemp("sample-runs"))
 
 
 def statuses(summary: dict) -> dict[str, str]:
@@ -57,9 +85,8 @@ def split_ids(out: Path, side: str) -> list[str]:
     return sorted(i for f in files for i in pq.read_table(f).column("doc_id").to_pylist())
 
 
-def test_whole_job_on_the_sample_multi_process(tmp_path):
-    summary = run(tmp_path, mode="multi_processing")
-    out = tmp_path / "out"
+def test_whole_job_on_the_sample_multi_process(sample_runs):
+    summary, out = sample_runs.get(CLI_DEFAULTS)
     assert set(statuses(summary).values()) == {"ran"}
     assert (out / "run_summary.json").exists()
     assert summary["split"]["eval"] > 0 and summary["split"]["train"] > 0
@@ -75,16 +102,19 @@ def test_whole_job_on_the_sample_multi_process(tmp_path):
     assert train_ids and eval_ids and not set(train_ids) & set(eval_ids)
     assert len(train_ids) == summary["split"]["train"] and len(eval_ids) == summary["split"]["eval"]
     # The same shards, byte for byte, from a single-process run into another directory.
-    other = tmp_path / "elsewhere"
-    single = run(other, mode="in_memory")
-    assert shard_hashes(other / "out") == shard_hashes(out)
+    single, other = sample_runs.get("in_memory")
+    assert other != out
+    assert shard_hashes(other) == shard_hashes(out)
     assert single["split"] == summary["split"]
-    assert split_ids(other / "out", "eval") == eval_ids
+    assert split_ids(other, "eval") == eval_ids
 
 
-def test_config_change_reruns_exactly_the_affected_stages(tmp_path):
-    first = run(tmp_path)
+def test_config_change_reruns_exactly_the_affected_stages(tmp_path, sample_runs):
+    first, done = sample_runs.get("in_memory")
     assert set(statuses(first).values()) == {"ran"}
+    # A finished run moved to another directory (its config's output moved with it) is still
+    # up to date there.
+    shutil.copytree(done, tmp_path / "out")
     again = run(tmp_path)
     assert set(statuses(again).values()) == {"skipped"}
     changed = run(tmp_path, "phases.0.dupe_factor=2")
@@ -132,7 +162,7 @@ def test_config_change_reruns_exactly_the_affected_stages(tmp_path):
 
 
 @pytest.mark.parametrize("kill_in", ["clean", "phase"])
-def test_killed_run_resumes_to_the_same_shards(tmp_path, kill_in):
+def test_killed_run_resumes_to_the_same_shards(tmp_path, kill_in, sample_runs):
     out = tmp_path / "out"
     cmd = [
         sys.executable,
@@ -179,9 +209,7 @@ def test_killed_run_resumes_to_the_same_shards(tmp_path, kill_in):
     manifest = json.loads((out / "seq128" / "train" / "manifest.json").read_text())
     assert manifest["totals"]["instances"] == summary["phases"][0]["train"]["instances"]
     # A killed and resumed run writes what an uninterrupted one writes, and leaves no staging.
-    uninterrupted = tmp_path / "uninterrupted"
-    run(uninterrupted)
-    assert shard_hashes(out) == shard_hashes(uninterrupted / "out")
+    assert shard_hashes(out) == shard_hashes(sample_runs.get("in_memory")[1])
     assert not list(out.rglob(".staging")) and not list(out.rglob("*.partial-*"))
 
 
@@ -349,7 +377,7 @@ def _file_names(out: Path) -> list[str]:
 
 
 @pytest.mark.slow
-def test_a_rerun_after_a_kill_leaves_no_partial_files_and_the_same_output(tmp_path):
+def test_a_rerun_after_a_kill_leaves_no_partial_files_and_the_same_output(tmp_path, sample_runs):
     """A real ``bertprep run`` killed (SIGKILL) in the clean stage, and what killed attempts of
     each stage leave (a writer killed half way through a file, a Beam sink's temporary
     directory): the rerun commits every stage without any of it, and writes what an
@@ -384,11 +412,8 @@ def test_a_rerun_after_a_kill_leaves_no_partial_files_and_the_same_output(tmp_pa
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert not any(p.exists() for p in litter)
     assert not list(out.rglob("*.partial-*")) and not list(out.rglob("beam-temp-*"))
-    # the same command, never interrupted (the file layout is the runner mode's: compare like
-    # with like)
-    uninterrupted = tmp_path / "uninterrupted"
-    again = [sys.executable, "-m", "pipeline.cli", "run", "--set", f"output={uninterrupted}"]
-    done = subprocess.run(again, cwd=ROOT, env=env, capture_output=True, text=True, timeout=400)
-    assert done.returncode == 0, done.stderr[-3000:]
+    # the same job with the same runner defaults, never interrupted (the file layout is the
+    # runner mode's: compare like with like)
+    uninterrupted = sample_runs.get(CLI_DEFAULTS)[1]
     assert shard_hashes(out) == shard_hashes(uninterrupted)
     assert _file_names(out) == _file_names(uninterrupted)
