@@ -1,6 +1,10 @@
-"""The MinHash minima of ``transforms.near_duplicates`` as one compiled loop.
+"""The compiled loops of ``transforms.near_duplicates``: the words of a text with their hashes
+(``words_of_bytes``), and the MinHash minima (``lower_to_minima``).
 
-Per owner (a document) and permutation ``(a, b)``: the minimum of ``(a*x + b) mod 2**64`` over
+Words: one pass marks word bytes, one counts words, one hashes them; numpy needed a 1 MB piece
+loop, a prefix sum of ``b[i] * BASE**i`` and several temporaries per byte.
+
+Minima: per owner (a document) and permutation ``(a, b)``: the minimum of ``(a*x + b) mod 2**64`` over
 the owner's shingle hashes ``x``. numpy needs a 128-row temporary per chunk of values and a
 ``reduceat`` over it; this loop keeps one running minimum per permutation (1.8× faster measured,
 2 M values). Imported on first use only, so a clean without near dedup never loads numba.
@@ -36,3 +40,63 @@ def lower_to_minima(
                     low = y
             row[p] = low
         start = end
+
+
+_C2, _E2, _A0 = np.uint8(0xC2), np.uint8(0xE2), np.uint8(0xA0)
+_MIX1, _MIX2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+_S30, _S27, _S31 = np.uint64(30), np.uint64(27), np.uint64(31)
+
+
+@numba.njit(cache=True, boundscheck=False)
+def words_of_bytes(
+    data: np.ndarray, word_byte: np.ndarray, base: np.uint64, length_weight: np.uint64
+) -> tuple[np.ndarray, np.ndarray]:
+    """(start byte, hash) of each word of lower-cased UTF-8 ``data`` (uint8), in order: a word is
+    a maximal run of bytes that ``word_byte`` (bool[256]) admits, minus the bytes of C2 A0..BF
+    (U+00A0-U+00BF) and E2 80..81 xx (U+2000-U+207F); its hash is splitmix64's finalizer of
+    ``sum(b[i] * base**i) + n * length_weight`` over its ``n`` bytes, mod 2**64
+    (``transforms.near_duplicates``' definition). Two passes: count the words, then hash them."""
+    n = data.shape[0]
+    mask = np.empty(n, dtype=np.bool_)
+    for i in range(n):
+        mask[i] = word_byte[data[i]]
+    for i in range(n - 1):
+        if data[i] == _C2 and data[i + 1] >= _A0:
+            mask[i] = False
+            mask[i + 1] = False
+    for i in range(n - 2):
+        if data[i] == _E2 and (data[i + 1] | np.uint8(1)) == np.uint8(0x81):
+            mask[i] = False
+            mask[i + 1] = False
+            mask[i + 2] = False
+    words = 0
+    inside = False
+    for i in range(n):
+        if mask[i] and not inside:
+            words += 1
+        inside = mask[i]
+    starts = np.empty(words, dtype=np.int64)
+    hashes = np.empty(words, dtype=np.uint64)
+    word = 0
+    i = 0
+    while i < n:
+        if not mask[i]:
+            i += 1
+            continue
+        start = i
+        h = np.uint64(0)
+        power = np.uint64(1)
+        while i < n and mask[i]:
+            h += np.uint64(data[i]) * power
+            power *= base
+            i += 1
+        h += np.uint64(i - start) * length_weight
+        h ^= h >> _S30
+        h *= _MIX1
+        h ^= h >> _S27
+        h *= _MIX2
+        h ^= h >> _S31
+        starts[word] = start
+        hashes[word] = h
+        word += 1
+    return starts, hashes

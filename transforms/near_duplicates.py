@@ -18,9 +18,9 @@ The hashes, all in unsigned 64-bit arithmetic (mod 2**64):
   finalizer; a document of fewer words has one shingle of them all (the same sum, shorter);
 - permutation i of a shingle hash x: ``A[i]*x + B[i]`` (A[i] odd, so a bijection of x).
 
-Everything is computed by vectorized passes over the text's bytes: word boundaries from a byte
-table, word hashes from one prefix sum of ``b[i] * BASE**i`` (a word's sum is shifted back to
-its start by the inverse power, ``BASE`` being odd), no Python work per word.
+Words and their hashes come from one compiled pass over the text's bytes
+(``transforms.minhash_kernel``, loaded only when near dedup runs), shingles from vectorized
+passes over the word hashes: no Python work per word.
 
 Of each group of duplicates (connected by duplicate pairs) the document with the smallest id is
 kept, so the outcome does not depend on processing order.
@@ -41,9 +41,6 @@ DEFAULT_THRESHOLD = 0.8
 BASE = 0x100000001B3
 """Odd multiplier of the word hash's polynomial (the 64-bit FNV prime)."""
 LENGTH_WEIGHT = 0x9E3779B97F4A7C15
-PIECE_BYTES = 1 << 20
-"""Texts are hashed in pieces of about this many bytes, cut between words (memory per piece:
-a few arrays of 8 bytes per byte of text)."""
 # Odd 64-bit constants weighting a shingle's word positions (from the golden ratio and the
 # xxHash/murmur3 primes), so a shingle and its permutations hash apart.
 SHINGLE_WEIGHTS = np.array(
@@ -78,79 +75,20 @@ def _word_byte_table() -> np.ndarray:
 
 
 _WORD_BYTE = _word_byte_table()
-_POWERS = np.ones(1, dtype=np.uint64)
-_INVERSE_POWERS = np.ones(1, dtype=np.uint64)
-
-
-def _inverse(x: int) -> int:
-    """The inverse of odd ``x`` modulo 2**64."""
-    return pow(x, -1, 1 << 64)
-
-
-def _powers(n: int) -> tuple[np.ndarray, np.ndarray]:
-    """``BASE**i`` and ``BASE**-i`` (mod 2**64) for i < n (tables grown as needed)."""
-    global _POWERS, _INVERSE_POWERS
-    if len(_POWERS) < n:
-        size = max(n, 2 * len(_POWERS))
-        powers = np.full(size, BASE, dtype=np.uint64)
-        powers[0] = 1
-        inverse = np.full(size, _inverse(BASE), dtype=np.uint64)
-        inverse[0] = 1
-        _POWERS, _INVERSE_POWERS = np.cumprod(powers), np.cumprod(inverse)
-    return _POWERS, _INVERSE_POWERS
-
-
-def _word_mask(data: np.ndarray) -> np.ndarray:
-    """Which bytes of UTF-8 ``data`` belong to words (see the module docstring)."""
-    mask = _WORD_BYTE[data]
-    if len(data) > 1:
-        # U+00A0-U+00BF: C2 A0..BF; U+2000-U+207F: E2 80..81 xx (C2 and E2 only ever lead)
-        latin = np.flatnonzero((data[:-1] == 0xC2) & (data[1:] >= 0xA0))
-        mask[latin] = mask[latin + 1] = False
-        if len(data) > 2:
-            general = np.flatnonzero((data[:-2] == 0xE2) & ((data[1:-1] | 1) == 0x81))
-            mask[general] = mask[general + 1] = mask[general + 2] = False
-    return mask
-
-
-def _piece_words(data: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(start byte, uint64 hash) of each word of a piece, in order (the piece starts and ends
-    between words)."""
-    edges = np.diff(mask.astype(np.int8), prepend=0, append=0)
-    starts = np.flatnonzero(edges == 1)
-    if not len(starts):
-        return starts, np.empty(0, dtype=np.uint64)
-    ends = np.flatnonzero(edges == -1)
-    powers, inverse = _powers(len(data) + 1)
-    prefix = np.zeros(len(data) + 1, dtype=np.uint64)
-    np.cumsum(data.astype(np.uint64) * powers[: len(data)], out=prefix[1:])
-    sums = (prefix[ends] - prefix[starts]) * inverse[starts]
-    sums += (ends - starts).astype(np.uint64) * np.uint64(LENGTH_WEIGHT)
-    return starts, mix64(sums)
 
 
 def _words_of_bytes(data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(start byte, uint64 hash) of each word of lower-cased UTF-8 ``data``, in order, computed
-    in pieces of about ``PIECE_BYTES`` cut between words."""
-    mask = _word_mask(data)
-    if len(data) <= PIECE_BYTES:
-        return _piece_words(data, mask)
-    starts, hashes = [], []
-    start = 0
-    while start < len(data):
-        end = min(start + PIECE_BYTES, len(data))
-        if end < len(data) and mask[end - 1] and mask[end]:  # inside a word: cut before it
-            gaps = np.flatnonzero(~mask[start:end])
-            if len(gaps):
-                end = start + int(gaps[-1]) + 1
-            else:  # one word longer than a piece: take all of it
-                after = np.flatnonzero(~mask[end:])
-                end = end + int(after[0]) if len(after) else len(data)
-        piece_starts, piece_hashes = _piece_words(data[start:end], mask[start:end])
-        starts.append(piece_starts + start)
-        hashes.append(piece_hashes)
-        start = end
-    return np.concatenate(starts), np.concatenate(hashes)
+    """(start byte, uint64 hash) of each word of lower-cased UTF-8 ``data``, in order, in one
+    compiled pass (``transforms.minhash_kernel.words_of_bytes``; memory: a byte per byte of text
+    and 16 bytes per word)."""
+    from transforms.minhash_kernel import words_of_bytes
+
+    return words_of_bytes(
+        np.ascontiguousarray(data, dtype=np.uint8),
+        _WORD_BYTE,
+        np.uint64(BASE),
+        np.uint64(LENGTH_WEIGHT),
+    )
 
 
 def _utf8(text: str) -> bytes:

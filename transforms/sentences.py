@@ -40,6 +40,7 @@ from nltk.tokenize.punkt import (
 
 from transforms.overlong_text import cut_overlong
 from transforms.punkt_tables import PunktTables
+from transforms.text_normalization import collapse_whitespace
 
 DEFAULT_MAX_SENTENCE_CHARS = 2_000
 DEFAULT_TRAINING_CHARS = 5_000_000
@@ -461,7 +462,7 @@ class SentenceSplitter:
         sentences: list[str] = []
         overlong = 0
         for sentence in self._get_tokenizer().tokenize(paragraph):
-            sentence = " ".join(sentence.split())  # whitespace runs → one space, stripped
+            sentence = collapse_whitespace(sentence)  # whitespace runs → one space, stripped
             if not sentence:
                 continue
             if len(sentence) > self.max_chars:

@@ -33,6 +33,18 @@ _BLANK_LINE_RUNS = re.compile(r"\n{3,}")
 _LONE_SURROGATES = re.compile("[\ud800-\udfff]")
 
 
+def collapse_whitespace(text: str) -> str:
+    """``" ".join(text.split())``: every whitespace run one space, both ends stripped.
+
+    Already-collapsed text (most normalized text) is returned as it is, found without splitting:
+    a printable string holds no whitespace but the ASCII space (every other character that
+    ``str.isspace`` admits is category Cc, Zs, Zl or Zp, which ``str.isprintable`` rejects), so
+    with no double space and none at either end there is nothing to collapse."""
+    if text.isprintable() and "  " not in text and text[:1] != " " and text[-1:] != " ":
+        return text
+    return " ".join(text.split())
+
+
 def without_lone_surrogates(text: str) -> str:
     """``text`` without lone surrogates (U+D800-U+DFFF, what a JSON ``\\ud800`` escape gives):
     a string that encodes to UTF-8. For short fields (titles) that ``normalize_text`` skips."""
@@ -65,8 +77,8 @@ def normalize_text(text: str) -> str:
     # str.split() splits on exactly the characters ``\s`` matches (str.isspace), so
     # " ".join(line.split()) is the line with whitespace runs collapsed, stripped at both ends.
     if "\n" not in text:
-        return " ".join(text.split())
-    text = "\n".join([" ".join(line.split()) for line in text.split("\n")])
+        return collapse_whitespace(text)
+    text = "\n".join([collapse_whitespace(line) for line in text.split("\n")])
     if "\n\n\n" in text:
         text = _BLANK_LINE_RUNS.sub("\n\n", text)
     return text.strip("\n")
@@ -84,6 +96,7 @@ def content_hash(text: str) -> str:
 def content_hash_of_normalized(text: str) -> str:
     """``content_hash(text)`` for text that ``normalize_text`` already gave (or such paragraphs
     joined by blank lines), without repeating its character steps: steps 1-3 leave their own
-    output unchanged, so only casefolding and whitespace remain."""
-    folded = " ".join(text.casefold().split())
+    output unchanged, so only casefolding and whitespace remain. Line breaks become spaces
+    first: when that leaves the text collapsed, it is ``" ".join(folded.split())`` already."""
+    folded = collapse_whitespace(text.casefold().replace("\n\n", " ").replace("\n", " "))
     return hashlib.sha256(folded.encode("utf-8")).hexdigest()

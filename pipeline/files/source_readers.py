@@ -20,7 +20,7 @@ from apache_beam.io.filesystem import CompressedFile, CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from transforms.rejects import Reject
-from transforms.text_normalization import without_lone_surrogates
+from transforms.text_normalization import collapse_whitespace, without_lone_surrogates
 
 RawDocument = tuple[str, str, str, list[str]]
 """(doc_id, source, title, paragraphs) as read, before normalization."""
@@ -102,7 +102,7 @@ def _truncated(f: WorkUnit, local: Counter[str], error: EOFError, after: str) ->
 
 
 def _paragraphs_of_text(text: str) -> list[str]:
-    return [p for p in (" ".join(b.split()) for b in text.split("\n\n")) if p]
+    return [p for p in map(collapse_whitespace, text.split("\n\n")) if p]
 
 
 class SourceReader:

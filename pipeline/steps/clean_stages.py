@@ -180,7 +180,8 @@ class StageDocumentsFn(CountingDoFn):
 
         doc_id, source, title, paragraphs = doc
         paragraphs = [p for p in (normalize_text(x).strip() for x in paragraphs) if p]
-        words = sum(len(p.split()) for p in paragraphs)
+        # a normalized line is collapsed: its words are its spaces + 1
+        words = sum(p.count(" ") + 1 if "\n" not in p else len(p.split()) for p in paragraphs)
         if words < self._min_words:
             local["dropped_too_short"] += 1
             rejects.write(

@@ -157,20 +157,22 @@ def test_signature_equals_the_definition():
     assert shingle_hashes(text(9, 3000)).dtype == np.uint64
 
 
-def test_long_texts_are_hashed_in_pieces_cut_between_words(monkeypatch: pytest.MonkeyPatch):
-    """Pieces change no hash: cut between words, around a word longer than a piece, at a
-    multi-byte character and at the edges."""
+def test_word_edges_at_multi_byte_characters_and_the_text_ends():
+    """Words end at U+00A0-U+00BF and U+2000-U+207F (two- and three-byte UTF-8) wherever they
+    fall, including the first and last bytes; long words and runs of non-words."""
     texts = [
         text(3, 400),
         "a" * 300 + " b c " + "d" * 50,
         ("é—word “quoted” ¿qué? " * 40).strip(),
         "x" * 1000,
         " " * 100 + "tail",
+        "—lead tail—",
+        "«x»",
+        "¿",
+        "a\u2000b\u207fc\u2080d\u00a0e\u00bff\u00c0g",
     ]
-    expected = [_literal_shingles(t) for t in texts]
-    monkeypatch.setattr(nd, "PIECE_BYTES", 64)
-    for t, e in zip(texts, expected, strict=True):
-        assert shingle_hashes(t).tolist() == e, t[:40]
+    for t in texts:
+        assert shingle_hashes(t).tolist() == _literal_shingles(t), t[:40]
 
 
 def test_words_are_split_at_punctuation_and_symbols_not_at_letters():
@@ -248,10 +250,10 @@ def test_agreement_tracks_the_exact_jaccard_of_edited_texts():
     assert max(abs(e) for e in errors) < 0.2
 
 
-def test_signatures_of_a_batch_equal_one_at_a_time(monkeypatch: pytest.MonkeyPatch):
+def test_signatures_of_a_batch_equal_one_at_a_time():
     """``minhash_signatures`` keeps texts apart: words, shingles and minima never cross from one
     text to the next, whatever the texts (empty, no words, fewer words than a shingle, line
-    breaks, long ones cut in pieces)."""
+    breaks, long ones)."""
     rng = random.Random(11)
     pool = ["w", "Word", "ÉLAN", "straße", "中文", "x1", "_", "a\u0301", "--", "\n", "“q”", "Σ"]
     texts = ["", "one", "one two", "!!! ???", "one two three four", "a b c d e", "\n\n"]
@@ -260,5 +262,3 @@ def test_signatures_of_a_batch_equal_one_at_a_time(monkeypatch: pytest.MonkeyPat
     expected = np.stack([minhash_signature(t) for t in texts])
     assert np.array_equal(nd.minhash_signatures(texts), expected)
     assert nd.minhash_signatures([]).shape == (0, nd.NUM_PERMUTATIONS)
-    monkeypatch.setattr(nd, "PIECE_BYTES", 100)
-    assert np.array_equal(nd.minhash_signatures(texts), expected)

@@ -10,10 +10,36 @@ import unicodedata
 import pytest
 
 from transforms.text_normalization import (
+    collapse_whitespace,
     content_hash,
     content_hash_of_normalized,
     normalize_text,
 )
+
+_SPACES = [chr(c) for c in range(0x3000 + 1) if chr(c).isspace()]
+
+
+def _whitespace_texts(seed: int, count: int) -> list[str]:
+    """Words, every whitespace character (runs too), line breaks and blank lines, mixed."""
+    rng = random.Random(seed)
+    pieces = ["a", "Bc", "straße", "ΣΑΣ", "中文", "x.", " ", " ", "  ", "\n", "\n\n", "\n\n\n"]
+    pieces += _SPACES
+    return ["".join(rng.choices(pieces, k=rng.randint(0, 12))) for _ in range(count)]
+
+
+def test_collapse_whitespace_is_split_and_join():
+    texts = _whitespace_texts(1, 5000) + ["", " ", "a", "a b", " a", "a ", "a  b", "a\u00a0b"]
+    for text in texts:
+        assert collapse_whitespace(text) == " ".join(text.split()), repr(text)
+    collapsed = "already one space between words."
+    assert collapse_whitespace(collapsed) is collapsed  # nothing split, nothing copied
+
+
+def test_content_hash_of_normalized_is_sha256_of_the_folded_words():
+    for text in _whitespace_texts(2, 5000):
+        folded = " ".join(text.casefold().split())
+        expected = hashlib.sha256(folded.encode("utf-8")).hexdigest()
+        assert content_hash_of_normalized(text) == expected, repr(text)
 
 
 @pytest.mark.parametrize(
