@@ -100,3 +100,50 @@ def words_of_bytes(
         hashes[word] = h
         word += 1
     return starts, hashes
+
+
+@numba.njit(cache=True, boundscheck=False)
+def lower_to_shingle_minima(
+    hashes: np.ndarray,
+    first_word: np.ndarray,
+    words: np.ndarray,
+    weights: np.ndarray,
+    a: np.ndarray,
+    b: np.ndarray,
+    out: np.ndarray,
+) -> None:
+    """Lowers ``out[t, p]`` to the minimum of ``(a[p] * x + b[p]) mod 2**64`` over the shingle
+    hashes ``x`` of text ``t``, whose word hashes are ``hashes[first_word[t]:][:words[t]]``: a
+    shingle of ``weights.shape[0]`` words (one shingle of all of them in a shorter text) hashes
+    to splitmix64's finalizer of ``sum(weights[k] * word[k])``; a text without words is left
+    as it is. ``lower_to_minima`` of ``near_duplicates``' shingle hashes, without them."""
+    span = weights.shape[0]
+    shingle = np.empty(0, dtype=np.uint64)
+    for t in range(words.shape[0]):
+        n = words[t]
+        if n == 0:
+            continue
+        count = max(n - span + 1, 1)
+        if shingle.shape[0] < count:
+            shingle = np.empty(max(count, 2 * shingle.shape[0]), dtype=np.uint64)
+        first = first_word[t]
+        for s in range(count):
+            acc = np.uint64(0)
+            for k in range(min(span, n)):
+                acc += hashes[first + s + k] * weights[k]
+            acc ^= acc >> _S30
+            acc *= _MIX1
+            acc ^= acc >> _S27
+            acc *= _MIX2
+            acc ^= acc >> _S31
+            shingle[s] = acc
+        row = out[t]
+        for p in range(a.shape[0]):
+            ap = a[p]
+            bp = b[p]
+            low = row[p]
+            for k in range(count):
+                y = ap * shingle[k] + bp
+                if y < low:
+                    low = y
+            row[p] = low

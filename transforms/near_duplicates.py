@@ -130,7 +130,7 @@ def minhash_signature(text: str) -> np.ndarray:
 
 def minhash_signatures(texts: Sequence[str]) -> np.ndarray:
     """uint64[len(texts), NUM_PERMUTATIONS]: ``minhash_signature`` of each text, computed for all
-    of them together (a few vectorized passes per batch instead of per document).
+    of them together (compiled passes over the batch: words, then shingles and their minima).
 
     The texts' lower-cased UTF-8 is joined by ``\\n`` (no word character, so no word spans two
     texts); each word is assigned to its text by its start byte, shingles are formed within a
@@ -144,22 +144,19 @@ def minhash_signatures(texts: Sequence[str]) -> np.ndarray:
     word_starts, hashes = _words_of_bytes(np.frombuffer(b"\n".join(parts), dtype=np.uint8))
     if not len(hashes):
         return out
+    from transforms.minhash_kernel import lower_to_shingle_minima
+
     text_of_word = np.searchsorted(text_starts, word_starts, side="right") - 1
     words = np.bincount(text_of_word, minlength=len(texts))
-    first_word = np.cumsum(words) - words
-    shingles = np.where(words > 0, np.maximum(words - SHINGLE_WORDS + 1, 1), 0)
-    text_of_shingle = np.repeat(np.arange(len(texts)), shingles)
-    first_shingle = np.cumsum(shingles) - shingles
-    at = first_word[text_of_shingle] + (
-        np.arange(len(text_of_shingle)) - first_shingle[text_of_shingle]
+    lower_to_shingle_minima(
+        hashes,
+        np.cumsum(words) - words,
+        words,
+        SHINGLE_WEIGHTS,
+        np.ascontiguousarray(_A.ravel()),
+        np.ascontiguousarray(_B.ravel()),
+        out,
     )
-    end = (first_word + words)[text_of_shingle]
-    acc = np.zeros(len(at), dtype=np.uint64)
-    last = len(hashes) - 1
-    for k in range(SHINGLE_WORDS):
-        term = hashes[np.minimum(at + k, last)] * SHINGLE_WEIGHTS[k]
-        acc += np.where(at + k < end, term, np.uint64(0))
-    _permuted_minima(mix64(acc), text_of_shingle, out)
     return out
 
 
