@@ -455,14 +455,20 @@ class SentenceSplitter:
             self._tokenizer = tokenizer
         return self._tokenizer
 
-    def split_counted(self, paragraph: str) -> tuple[list[str], int]:
+    def split_counted(self, paragraph: str, normalized: bool = False) -> tuple[list[str], int]:
         """``(sentences, overlong)``: the sentences of ``paragraph``, each on one line (whitespace
         runs collapsed), none longer than ``max_chars``; ``overlong`` counts the sentences that
-        were longer and had to be cut (``split_overlong``) — the caller counts them."""
+        were longer and had to be cut (``split_overlong``) — the caller counts them.
+
+        ``normalized``: the paragraph is ``normalize_text``'s output, so a paragraph of one line
+        is collapsed already and each sentence only loses a space at either end (the same
+        sentences, without checking each one)."""
         sentences: list[str] = []
         overlong = 0
+        collapsed = normalized and "\n" not in paragraph
         for sentence in self._get_tokenizer().tokenize(paragraph):
-            sentence = collapse_whitespace(sentence)  # whitespace runs → one space, stripped
+            # whitespace runs → one space, stripped
+            sentence = sentence.strip(" ") if collapsed else collapse_whitespace(sentence)
             if not sentence:
                 continue
             if len(sentence) > self.max_chars:

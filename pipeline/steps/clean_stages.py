@@ -471,7 +471,7 @@ class FinishChunkFn(CountingDoFn):
     def _split(self, doc: dict) -> dict:
         sentences: list[str] = []
         for paragraph in doc["paragraphs"]:
-            found, overlong = self._splitter.split_counted(paragraph)
+            found, overlong = self._splitter.split_counted(paragraph, normalized=True)
             sentences.extend(found)
             if overlong:
                 self.stats[f"{doc['source']}.split_overlong_sentence"] += overlong

@@ -526,6 +526,21 @@ def _random_texts(seed: int, count: int) -> list[str]:
     ]
 
 
+def test_normalized_paragraphs_split_as_any_other():
+    """``split_counted(p, normalized=True)`` for ``normalize_text``'s output: the same sentences
+    and count (one-line paragraphs skip the per-sentence whitespace collapse)."""
+    from transforms.text_normalization import normalize_text
+
+    splitter = SentenceSplitter(hand_params(), max_chars=60)
+    texts = _random_texts(20261207, 2000) + [
+        "  Lead. and  trail.  ",
+        "a\u00a0b. C\td.",
+        "x.\ny. Z.",
+    ]
+    for text in map(normalize_text, texts):
+        assert splitter.split_counted(text, normalized=True) == splitter.split_counted(text)
+
+
 def test_candidates_are_nltks_potential_end_contexts():
     """``_candidates`` gives NLTK's candidates and contexts (runs like "!!!" overlap, every
     whitespace character ends a chunk, a chunk may start at the text's first character)."""
