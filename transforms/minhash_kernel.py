@@ -16,6 +16,22 @@ import numba
 import numpy as np
 
 
+@numba.njit(cache=True, boundscheck=False, inline="always")
+def _lower_row(
+    row: np.ndarray, values: np.ndarray, start: int, end: int, a: np.ndarray, b: np.ndarray
+) -> None:
+    """Lowers ``row[p]`` to ``min((a[p] * x + b[p]) mod 2**64)`` over ``values[start:end]``."""
+    for p in range(a.shape[0]):
+        ap = a[p]
+        bp = b[p]
+        low = row[p]
+        for k in range(start, end):
+            y = ap * values[k] + bp
+            if y < low:
+                low = y
+        row[p] = low
+
+
 @numba.njit(cache=True, boundscheck=False)
 def lower_to_minima(
     values: np.ndarray, owners: np.ndarray, a: np.ndarray, b: np.ndarray, out: np.ndarray
@@ -29,22 +45,23 @@ def lower_to_minima(
         end = start
         while end < n and owners[end] == owner:
             end += 1
-        row = out[owner]
-        for p in range(a.shape[0]):
-            ap = a[p]
-            bp = b[p]
-            low = row[p]
-            for k in range(start, end):
-                y = ap * values[k] + bp
-                if y < low:
-                    low = y
-            row[p] = low
+        _lower_row(out[owner], values, start, end, a, b)
         start = end
 
 
 _C2, _E2, _A0 = np.uint8(0xC2), np.uint8(0xE2), np.uint8(0xA0)
 _MIX1, _MIX2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
 _S30, _S27, _S31 = np.uint64(30), np.uint64(27), np.uint64(31)
+
+
+@numba.njit(cache=True, inline="always")
+def _mix64(x: np.uint64) -> np.uint64:
+    """splitmix64's finalizer (``near_duplicates.mix64`` on one value)."""
+    x ^= x >> _S30
+    x *= _MIX1
+    x ^= x >> _S27
+    x *= _MIX2
+    return x ^ (x >> _S31)
 
 
 @numba.njit(cache=True, boundscheck=False)
@@ -91,11 +108,7 @@ def words_of_bytes(
             power *= base
             i += 1
         h += np.uint64(i - start) * length_weight
-        h ^= h >> _S30
-        h *= _MIX1
-        h ^= h >> _S27
-        h *= _MIX2
-        h ^= h >> _S31
+        h = _mix64(h)
         starts[word] = start
         hashes[word] = h
         word += 1
@@ -131,19 +144,5 @@ def lower_to_shingle_minima(
             acc = np.uint64(0)
             for k in range(min(span, n)):
                 acc += hashes[first + s + k] * weights[k]
-            acc ^= acc >> _S30
-            acc *= _MIX1
-            acc ^= acc >> _S27
-            acc *= _MIX2
-            acc ^= acc >> _S31
-            shingle[s] = acc
-        row = out[t]
-        for p in range(a.shape[0]):
-            ap = a[p]
-            bp = b[p]
-            low = row[p]
-            for k in range(count):
-                y = ap * shingle[k] + bp
-                if y < low:
-                    low = y
-            row[p] = low
+            shingle[s] = _mix64(acc)
+        _lower_row(out[t], shingle, 0, count, a, b)
