@@ -24,6 +24,7 @@ import os
 import re
 import signal
 import threading
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -292,8 +293,14 @@ class RunnerNoise(logging.Filter):
         """Discards what was held (the failure has been said in one line)."""
         self._dropped = True
 
+    WORKER_WAIT_S = 2.0
+    """After a failure was said in one line (``drop``), how long to wait at most for the
+    threads that report a worker's exit, so that their reports are held, not printed after it."""
+
     def _stop(self) -> None:
         self._active = False
+        if self._dropped:
+            self._await_worker_threads()
         for timer in self._timers:
             timer.cancel()
         if self._usr1 is not None:
@@ -304,6 +311,18 @@ class RunnerNoise(logging.Filter):
         for handler in self._handlers:
             handler.removeFilter(self)
         self._handlers = []
+
+    def _await_worker_threads(self) -> None:
+        """Waits (``WORKER_WAIT_S`` in all, at most) for the runner's worker threads: after
+        Ctrl-C the workers got the same SIGINT and their threads report an exit status 130 a
+        moment after the launcher has said so; with the hook restored that report would be
+        printed as a traceback under the one-line message."""
+        from pipeline.runtime.local_runner import WORKER_THREAD
+
+        deadline = time.monotonic() + self.WORKER_WAIT_S
+        for thread in threading.enumerate():
+            if thread.name == WORKER_THREAD and thread is not threading.current_thread():
+                thread.join(max(0.0, deadline - time.monotonic()))
 
     def _on_thread_error(self, args) -> None:
         if args.exc_value is not None:

@@ -58,6 +58,10 @@ def remember_pipeline_modules(pipeline) -> None:
     _pipeline_modules[:] = list(found)
 
 
+WORKER_THREAD = "run_worker"
+"""The name of the launcher's thread that runs one SDK worker and reports its exit (Beam's)."""
+
+
 @worker_handlers.WorkerHandler.register_environment(FORKED_SDK, bytes)
 class ForkedSdkWorkerHandler(worker_handlers.SubprocessSdkWorkerHandler):
     """Beam's subprocess worker handler, its worker forked by the zygote when one is usable."""
@@ -69,7 +73,7 @@ class ForkedSdkWorkerHandler(worker_handlers.SubprocessSdkWorkerHandler):
             self._worker_command_line, self.control_address, self.provision_info, self.worker_id
         )
         self.worker_thread = threading.Thread(
-            name="run_worker", target=_run_worker, args=(self.worker, list(_pipeline_modules))
+            name=WORKER_THREAD, target=_run_worker, args=(self.worker, list(_pipeline_modules))
         )
         self.worker_thread.start()
 

@@ -182,6 +182,26 @@ def test_held_noise_is_dropped_when_explained(root_stream, previous_hook):
     assert [str(e) for e in noise.thread_errors] == ["Worker subprocess exited with return code -9"]
 
 
+def test_a_worker_exit_reported_just_after_the_line_is_still_dropped(previous_hook):
+    """Ctrl-C reaches the launcher and its workers: the launcher says so in one line, and a
+    moment later a worker thread reports its worker's exit status 130. That report is held and
+    dropped with the rest, not printed under the line by the restored hook."""
+
+    def late_report() -> None:
+        time.sleep(0.3)
+        raise RuntimeError("Worker subprocess exited with return code 130")
+
+    worker = threading.Thread(target=late_report, name=local_runner.WORKER_THREAD)
+    with RunnerNoise(hold=True) as noise:
+        worker.start()
+        noise.drop()
+    assert not worker.is_alive()
+    assert previous_hook == []
+    assert [str(e) for e in noise.thread_errors] == [
+        "Worker subprocess exited with return code 130"
+    ]
+
+
 def test_held_noise_is_written_when_not_explained(root_stream, previous_hook):
     with RunnerNoise(hold=True):
         logging.getLogger("apache_beam.runners.worker.sdk_worker").error("a bundle failed")
