@@ -1,5 +1,6 @@
 """The compiled loops of ``transforms.near_duplicates``: the words of a text with their hashes
-(``words_of_bytes``), and the MinHash minima (``lower_to_minima``).
+(``words_of_bytes``), their shingles' MinHash minima (``lower_to_shingle_minima``), and the
+minima of given shingle hashes (``lower_to_minima``).
 
 Words: one pass marks word bytes, one counts words, one hashes them; numpy needed a 1 MB piece
 loop, a prefix sum of ``b[i] * BASE**i`` and several temporaries per byte.
@@ -33,20 +34,10 @@ def _lower_row(
 
 
 @numba.njit(cache=True, boundscheck=False)
-def lower_to_minima(
-    values: np.ndarray, owners: np.ndarray, a: np.ndarray, b: np.ndarray, out: np.ndarray
-) -> None:
-    """Lowers ``out[owner, p]`` to ``min((a[p] * x + b[p]) mod 2**64)`` over the ``values`` x of
-    each owner; ``owners`` ascending, one per value; all uint64 but owners (int64)."""
-    n = values.shape[0]
-    start = 0
-    while start < n:
-        owner = owners[start]
-        end = start
-        while end < n and owners[end] == owner:
-            end += 1
-        _lower_row(out[owner], values, start, end, a, b)
-        start = end
+def lower_to_minima(values: np.ndarray, a: np.ndarray, b: np.ndarray, row: np.ndarray) -> None:
+    """Lowers ``row[p]`` to ``min((a[p] * x + b[p]) mod 2**64)`` over the ``values`` x (all
+    uint64): one signature from given shingle hashes."""
+    _lower_row(row, values, 0, values.shape[0], a, b)
 
 
 _C2, _E2, _A0 = np.uint8(0xC2), np.uint8(0xE2), np.uint8(0xA0)

@@ -160,31 +160,20 @@ def minhash_signatures(texts: Sequence[str]) -> np.ndarray:
     return out
 
 
-def _permuted_minima(values: np.ndarray, owners: np.ndarray, out: np.ndarray) -> None:
-    """Lowers ``out[owner]`` (uint64[..., NUM_PERMUTATIONS]) to the minimum of ``(a*x + b) mod
-    2**64`` over the values ``x`` of each owner (``owners`` ascending, one per value), in one
-    compiled loop (``transforms.minhash_kernel``)."""
-    from transforms.minhash_kernel import lower_to_minima
-
-    if not out.flags.c_contiguous:
-        raise ValueError("out must be C-contiguous (it is lowered in place)")
-    lower_to_minima(
-        np.ascontiguousarray(values, dtype=np.uint64),
-        np.ascontiguousarray(owners, dtype=np.int64),
-        np.ascontiguousarray(_A.ravel()),
-        np.ascontiguousarray(_B.ravel()),
-        out.reshape(-1, NUM_PERMUTATIONS),
-    )
-
-
 def signature_of_hashes(shingles: np.ndarray) -> np.ndarray:
     """The MinHash signature of uint64 shingle hashes (repeats allowed): per permutation, the
     minimum of ``(a*x + b) mod 2**64``; all-max when there are none."""
     out = np.full(NUM_PERMUTATIONS, np.iinfo(np.uint64).max, dtype=np.uint64)
     if not len(shingles):
         return out
-    shingles = np.asarray(shingles, dtype=np.uint64)
-    _permuted_minima(shingles, np.zeros(len(shingles), dtype=np.int64), out[None, :])
+    from transforms.minhash_kernel import lower_to_minima
+
+    lower_to_minima(
+        np.ascontiguousarray(shingles, dtype=np.uint64),
+        np.ascontiguousarray(_A.ravel()),
+        np.ascontiguousarray(_B.ravel()),
+        out,
+    )
     return out
 
 

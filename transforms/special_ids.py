@@ -64,3 +64,13 @@ class SpecialIds:
 
 GOOGLE_IDS = SpecialIds()
 """The ids of google-research/bert's vocabularies (assumed when a shard set has no vocabulary)."""
+
+
+def refuse_ids_outside_vocabulary(outside: int, vocab_size: int) -> None:
+    """Raises ValueError when ``outside`` (a count a compiled kernel made, which cannot check
+    its indexing as numpy does) token ids lay outside a vocabulary of ``vocab_size`` ids."""
+    if outside:
+        raise ValueError(
+            f"{outside} token ids lie outside the vocabulary's {vocab_size} ids: "
+            "the token files and the vocabulary do not match"
+        )

@@ -17,6 +17,7 @@ import numba
 import numpy as np
 
 from transforms.instances import checked_spans
+from transforms.special_ids import refuse_ids_outside_vocabulary
 
 
 @numba.njit(cache=True)
@@ -98,9 +99,5 @@ def unmasked_rows(
         nsp,
         ints,
     )
-    if unknown:
-        raise ValueError(
-            f"{unknown} token ids lie outside the vocabulary's {len(is_continuation)} ids: "
-            "the token files and the vocabulary do not match"
-        )
+    refuse_ids_outside_vocabulary(unknown, len(is_continuation))
     return UnmaskedRows(ints, lengths)

@@ -14,6 +14,7 @@ import numba
 import numpy as np
 
 from transforms.masking import KEPT, MASKED, RANDOM
+from transforms.special_ids import refuse_ids_outside_vocabulary
 
 
 @numba.njit(cache=True)
@@ -140,8 +141,4 @@ def choose_whole_words(
         decisions,
         counts,
     )
-    if unknown:
-        raise ValueError(
-            f"{unknown} token ids lie outside the vocabulary's {len(is_continuation)} ids: "
-            "the token files and the vocabulary do not match"
-        )
+    refuse_ids_outside_vocabulary(unknown, len(is_continuation))
