@@ -26,6 +26,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.files.artifacts import commit, temporary_name
+from pipeline.files.page_cache import FinishedFiles
 from pipeline.files.spills import GroupSpill, TaskSpill, task_offsets
 from pipeline.runtime.counters import NAMESPACE
 from transforms.framed_examples import frame_bounds, gather_frames
@@ -118,6 +119,7 @@ class WriteShardFn(beam.DoFn):
         self._offsets: dict | None = None
         self._records_out = 0
         self._spills_id: int | None = None
+        self._finished = FinishedFiles()
         self.block_reads = beam.metrics.Metrics.counter(NAMESPACE, "spill_block_reads")
         self.last_shard_block_reads = 0
         """Ranged reads of spill files for the last shard written: one per block, any passes."""
@@ -171,7 +173,11 @@ class WriteShardFn(beam.DoFn):
                 f"{found} ({size:,} bytes on disk), or the content differs; the output is not "
                 "trustworthy"
             )
+        self._finished.add(final)  # not read again by the job (see pipeline.files.page_cache)
         yield ShardResult(index, final, found, written, size).to_json()
+
+    def finish_bundle(self):
+        self._finished.flush()
 
     def _read_for_shard(self, index: int, spill: TaskSpill | GroupSpill):
         """(path, start, end, blocks) of what shard ``index`` needs from one spill file: one
@@ -234,6 +240,7 @@ class WriteShardFn(beam.DoFn):
                     if f.readinto(memoryview(data)) != size:
                         raise RuntimeError(f"local pass file {f.name} is shorter than written")
                     f.close()
+                    os.unlink(f.name)  # its pages take the shard's bytes next, still warm
                     located = _parse_parts(data)
                     if located is not None:
                         yield from self._ordered(data, *located)
