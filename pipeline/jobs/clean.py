@@ -40,6 +40,7 @@ from pipeline.jobs.scaffold import (
     write_manifest,
 )
 from pipeline.runtime.counters import STATS_TAG
+from pipeline.runtime.local_runner import start as start_pipeline
 from pipeline.runtime.progress import ProgressMonitor, ProgressReporter, progress_dir
 from pipeline.steps.clean_stages import (
     BANDS_TAG,
@@ -312,7 +313,7 @@ def run_clean_job(
     build_pipeline(p, config, files, pretrained)
     total = sum(f.size_bytes for fs in files.values() for f in fs)
     with ProgressMonitor(progress_dir(config.output), "clean", total, "bytes", progress) as watch:
-        result = p.run()
+        result = start_pipeline(p)
         watch.follow(result)
         result.wait_until_finish()
     elapsed = time.monotonic() - started

@@ -39,6 +39,7 @@ from pipeline.jobs.scaffold import (
     write_manifest,
 )
 from pipeline.runtime.counters import NAMESPACE, REJECTS_TAG, STATS_TAG, MergeCounts
+from pipeline.runtime.local_runner import start as start_pipeline
 from pipeline.runtime.progress import ProgressMonitor, ProgressReporter, progress_dir
 from pipeline.steps.bert_text_source import ReadBertTextDocuments
 from pipeline.steps.instance_creation import (
@@ -819,7 +820,7 @@ def run_instances_jobs(
         with ProgressMonitor(
             watch, "instances", _document_passes(prepared), "document passes", progress
         ) as monitor:
-            result = p.run()
+            result = start_pipeline(p)
             monitor.follow(result)
             result.wait_until_finish()
         elapsed = time.monotonic() - started

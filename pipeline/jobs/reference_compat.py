@@ -43,6 +43,7 @@ from pipeline.jobs.instances import (
 from pipeline.jobs.scaffold import RESULT, ReconciliationError, delete_tree
 from pipeline.runtime.failures import exception_chain
 from pipeline.runtime.interrupts import raise_if_interrupted
+from pipeline.runtime.local_runner import start as start_pipeline
 from pipeline.steps.reference_invocation import (
     RESUME_DIR,
     ReferenceInvocation,
@@ -407,7 +408,7 @@ def _run_invocations(config, pipeline_options, vocab, settings, todo) -> list[di
         | "Save" >> beam.Map(lambda results: write_json(result_path, results))
     )
     try:
-        result = p.run()
+        result = start_pipeline(p)
         result.wait_until_finish()
     except Exception as e:
         reason = worker_input_error(e)

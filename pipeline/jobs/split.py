@@ -25,6 +25,7 @@ from pipeline.files.artifacts import (
 )
 from pipeline.jobs import scaffold
 from pipeline.runtime.counters import STATS_TAG, CountingDoFn
+from pipeline.runtime.local_runner import start as start_pipeline
 from pipeline.runtime.progress import ProgressMonitor, ProgressReporter, progress_dir
 from transforms.seeding import stable_hash64
 
@@ -161,7 +162,7 @@ def run_split_job(
     p = beam.Pipeline(options=options)
     add_split(p, files, output, seed, fraction, watch=watch)
     with ProgressMonitor(watch, "split", total, "documents", progress) as monitor:
-        result = p.run()
+        result = start_pipeline(p)
         monitor.follow(result)
         result.wait_until_finish()
     return finish_split(output, seed, fraction, time.monotonic() - started)

@@ -18,6 +18,7 @@ from pipeline.files.artifacts import matching_paths, merge_reject_parts, parquet
 from pipeline.files.token_files import INDEX_SUFFIX
 from pipeline.jobs import scaffold
 from pipeline.runtime.counters import STATS_TAG
+from pipeline.runtime.local_runner import start as start_pipeline
 from pipeline.runtime.progress import ProgressMonitor, ProgressReporter, progress_dir
 from pipeline.steps.tokenize_files import TokenizeFileFn
 from tokenizer.vocab import Vocab
@@ -111,7 +112,7 @@ def run_tokenize_job(
     total = sum(parquet_rows(path) for _, path in work)
     started = time.monotonic()
     with ProgressMonitor(watch, "tokenize", total, "documents", progress) as monitor:
-        result = p.run()
+        result = start_pipeline(p)
         monitor.follow(result)
         result.wait_until_finish()
     return finish_tokenize(sides, vocab, do_lower_case, time.monotonic() - started)
@@ -153,7 +154,7 @@ def run_split_and_tokenize_jobs(
     add_tokenize(spread, vocab, do_lower_case, outputs, watch)
     started = time.monotonic()
     with ProgressMonitor(watch, "tokenize", total_documents, "documents", progress) as monitor:
-        result = p.run()
+        result = start_pipeline(p)
         monitor.follow(result)
         result.wait_until_finish()
     elapsed = time.monotonic() - started

@@ -25,6 +25,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from pipeline.files.artifacts import parquet_rows, write_bytes_atomically
 from pipeline.files.input_files import expand_inputs
 from pipeline.jobs.scaffold import prepare_output, write_manifest
+from pipeline.runtime.local_runner import start as start_pipeline
 from pipeline.runtime.progress import ProgressMonitor, ProgressReporter, progress_dir
 from transforms.errors import UserError
 from transforms.seeding import DEFAULT_SEED, stable_hash64
@@ -180,7 +181,7 @@ def run_vocab_job(
     p = beam.Pipeline(options=pipeline_options)
     build_pipeline(p, config, pattern, watch)
     with ProgressMonitor(watch, "vocab", total, "documents", progress) as monitor:
-        result = p.run()
+        result = start_pipeline(p)
         monitor.follow(result)
         result.wait_until_finish()
     sampling_s = time.monotonic() - started
