@@ -34,7 +34,7 @@ def warm() -> None:
     from transforms.masking import MaskingConfig
     from transforms.pair_spans import bucket_pair_spans
     from transforms.special_ids import SpecialIds
-    from transforms.token_documents import TokenizedDocument, unpack_documents
+    from transforms.token_documents import TokenizedDocument, copy_ranges, unpack_documents
 
     docs = [TokenizedDocument.from_sentences(f"d{i}", [[200 + i] * 9, [300] * 7]) for i in range(3)]
     blob = np.frombuffer(b"".join(d.to_bytes() for d in docs), dtype=np.uint8).copy()
@@ -42,6 +42,8 @@ def warm() -> None:
     positions = np.concatenate(([0], np.cumsum(sizes)[:-1]))
     sentences = np.array([d.num_sentences for d in docs], dtype=np.int64)
     layout = BucketLayout(*unpack_documents(blob, positions, sizes, sentences))
+    mapped = np.frombuffer(blob.tobytes(), dtype=np.uint8)  # read-only, as a mapped file is
+    copy_ranges(mapped, positions, sizes, np.empty_like(blob), positions)
     settings = InstanceSettings(
         PairConfig(max_seq_length=32), MaskingConfig(max_predictions_per_seq=5)
     )

@@ -95,6 +95,30 @@ def _unpack(buf, words, positions, sizes, num_sentences):
     return tokens, starts, lengths, bounds, -1
 
 
+@numba.njit(cache=True)
+def _copy_ranges(src, starts, sizes, dest, positions):
+    for i in range(len(starts)):
+        dest[positions[i] : positions[i] + sizes[i]] = src[starts[i] : starts[i] + sizes[i]]
+
+
+def copy_ranges(
+    src: np.ndarray, starts: np.ndarray, sizes: np.ndarray, dest: np.ndarray, positions: np.ndarray
+) -> None:
+    """``dest[positions[i] : positions[i] + sizes[i]] = src[starts[i] : starts[i] + sizes[i]]``
+    for every i, in one compiled loop (uint8 arrays; int64 starts, sizes, positions). Raises
+    ValueError, before copying anything, when a range lies outside ``src`` or ``dest``."""
+    starts, sizes, positions = (np.asarray(a, dtype=np.int64) for a in (starts, sizes, positions))
+    if len(starts) and (
+        np.any(sizes < 0)
+        or np.any(starts < 0)
+        or np.any(positions < 0)
+        or np.any(starts + sizes > len(src))
+        or np.any(positions + sizes > len(dest))
+    ):
+        raise ValueError("a range lies outside its source or destination")
+    _copy_ranges(src, starts, sizes, dest, positions)
+
+
 def unpack_documents(
     buf: np.ndarray, positions: np.ndarray, sizes: np.ndarray, num_sentences: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

@@ -6,6 +6,7 @@ through Beam (to be grouped into buckets), so no runner has to hold the tokenize
 
 from __future__ import annotations
 
+import mmap
 import os
 import uuid
 from dataclasses import dataclass
@@ -15,13 +16,19 @@ import numpy as np
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
+from pipeline.files.page_cache import is_local
 from pipeline.runtime.counters import REJECTS_TAG, STATS_TAG, CountingDoFn
 from tokenizer.vocab import Vocab
 from tokenizer.wordpiece import BertWordPieceTokenizer
 from transforms.bert_text import TextDocument
 from transforms.instances import BucketLayout
 from transforms.rejects import Reject
-from transforms.token_documents import DocumentSizeError, TokenizedDocument, unpack_documents
+from transforms.token_documents import (
+    DocumentSizeError,
+    TokenizedDocument,
+    copy_ranges,
+    unpack_documents,
+)
 
 
 def worker_tokenizer(vocab: Vocab, do_lower_case: bool) -> BertWordPieceTokenizer:
@@ -131,18 +138,23 @@ def load_documents(refs: list[DocumentRef]) -> list[TokenizedDocument]:
 
 def load_layout(refs: RefTable) -> BucketLayout:
     """The documents of ``refs``, in table order, laid end to end as a ``BucketLayout`` (the
-    same as ``BucketLayout.from_arrays`` over ``load_documents``); each spill file is opened once
-    and read front to back, and the bytes are unpacked by one compiled kernel."""
+    same as ``BucketLayout.from_arrays`` over ``load_documents``). A local token file is mapped
+    and its documents copied out by one compiled loop; a remote one is opened once and read front
+    to back. The bytes are then unpacked by one compiled kernel."""
     sizes = np.asarray(refs.sizes, dtype=np.int64)
     positions = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)
     buf = np.empty(int(sizes.sum()), dtype=np.uint8)
     for index, path in enumerate(refs.paths):
         rows = np.flatnonzero(refs.path_index == index)
         rows = rows[np.argsort(refs.offsets[rows], kind="stable")]
+        offsets = np.asarray(refs.offsets[rows], dtype=np.int64)
+        if len(rows) and is_local(path):
+            _copy_mapped(path, refs.keys, rows, offsets, sizes[rows], buf, positions[rows])
+            continue
         with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
             for i, offset, size, at in zip(
                 rows.tolist(),
-                refs.offsets[rows].tolist(),
+                offsets.tolist(),
                 sizes[rows].tolist(),
                 positions[rows].tolist(),
                 strict=True,
@@ -150,9 +162,7 @@ def load_layout(refs: RefTable) -> BucketLayout:
                 f.seek(offset)
                 data = f.read(size)
                 if len(data) != size:
-                    raise ValueError(
-                        f"document {refs.keys[i]}: {path} holds {len(data)} of its {size} bytes"
-                    )
+                    raise _short_document(refs.keys[i], path, len(data), size)
                 buf[at : at + size] = np.frombuffer(data, dtype=np.uint8)
     try:
         tokens, starts, lengths, bounds = unpack_documents(
@@ -163,6 +173,32 @@ def load_layout(refs: RefTable) -> BucketLayout:
             f"document {refs.keys[e.index]}: {e.size} bytes do not match its offsets"
         ) from None
     return BucketLayout(tokens, starts, lengths, bounds)
+
+
+def _copy_mapped(path, keys, rows, offsets, sizes, buf, positions) -> None:
+    """A local token file's documents ``rows`` (at ``offsets``, ``sizes`` bytes each) copied to
+    ``positions`` of ``buf`` from a read-only mapping of the file: one compiled loop instead of
+    a seek, read and copy per document (~15 µs each, ~1 s of a 100 MB run's phases)."""
+    local = path[len("file://") :] if path.startswith("file://") else path
+    with open(local, "rb") as f:
+        length = os.fstat(f.fileno()).st_size
+        short = np.flatnonzero(offsets + sizes > length)
+        if len(short):
+            i = short[0]
+            held = max(0, length - int(offsets[i]))
+            raise _short_document(keys[rows[i]], path, held, int(sizes[i]))
+        if length == 0:
+            return  # only empty documents (none holds a byte), and nothing to map
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+            src = np.frombuffer(mapped, dtype=np.uint8)
+            try:
+                copy_ranges(src, offsets, sizes, buf, positions)
+            finally:
+                del src  # the mapping closes only once no array views it
+
+
+def _short_document(key: str, path: str, held: int, size: int) -> ValueError:
+    return ValueError(f"document {key}: {path} holds {held} of its {size} bytes")
 
 
 class SpillTokensFn(CountingDoFn):

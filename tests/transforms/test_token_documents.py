@@ -5,8 +5,9 @@ from __future__ import annotations
 import pickle
 
 import numpy as np
+import pytest
 
-from transforms.token_documents import TokenizedDocument
+from transforms.token_documents import TokenizedDocument, copy_ranges
 
 
 def test_from_sentences_layout():
@@ -56,3 +57,29 @@ def test_pickle_round_trip():
     assert copy.key == doc.key
     assert np.array_equal(copy.ids, doc.ids) and np.array_equal(copy.offsets, doc.offsets)
     assert copy.sentences() == doc.sentences()
+
+
+def test_copy_ranges_equals_slice_by_slice_copies():
+    rng = np.random.default_rng(11)
+    src = rng.integers(0, 256, 5_000, dtype=np.uint8)
+    sizes = rng.integers(0, 60, 200)
+    starts = rng.integers(0, len(src) - 60, 200)
+    order = rng.permutation(200)  # ranges land in dest in another order than they are given
+    positions = np.empty(200, dtype=np.int64)
+    positions[order] = np.concatenate(([0], np.cumsum(sizes[order])[:-1]))
+    dest = np.zeros(int(sizes.sum()), dtype=np.uint8)
+    expected = dest.copy()
+    for s, n, p in zip(starts, sizes, positions, strict=True):
+        expected[p : p + n] = src[s : s + n]
+    copy_ranges(np.frombuffer(src.tobytes(), dtype=np.uint8), starts, sizes, dest, positions)
+    np.testing.assert_array_equal(dest, expected)
+
+
+@pytest.mark.parametrize(
+    ("start", "size", "position"), [(95, 10, 0), (-1, 2, 0), (0, 10, 95), (0, -1, 0)]
+)
+def test_copy_ranges_refuses_a_range_outside_and_copies_nothing(start, size, position):
+    src, dest = np.arange(100, dtype=np.uint8), np.zeros(100, dtype=np.uint8)
+    with pytest.raises(ValueError, match="outside"):
+        copy_ranges(src, [0, start], [5, size], dest, [0, position])
+    assert not dest.any()

@@ -47,7 +47,44 @@ def test_write_and_read_back_every_document(tmp_path):
     assert layout.lengths == expected.lengths
 
 
-def test_a_document_shorter_than_its_reference_is_named(tmp_path):
+def test_mapped_and_streamed_reads_lay_out_the_same_documents(tmp_path, monkeypatch):
+    """Local token files are mapped; remote ones are read front to back. Both give the same
+    layout over several files and documents in scattered order, empty documents included."""
+    import pipeline.steps.tokenize_documents as loader
+
+    rng = np.random.default_rng(2)
+    refs = []
+    for f in range(3):
+        docs = [
+            TokenizedDocument.from_sentences(
+                f"f{f}/d{i}",
+                [list(rng.integers(1, 999, int(n))) for n in rng.integers(0, 9, i % 4)],
+            )
+            for i in range(30)
+        ]
+        write_token_file(str(tmp_path / f"tokens-{f}"), docs)
+        index = TokenIndex.read(str(tmp_path / f"tokens-{f}.index.parquet"))
+        refs += [
+            DocumentRef(k, index.data_path, int(o), int(s), int(n))
+            for k, o, s, n in zip(
+                index.keys, index.offsets, index.sizes, index.num_sentences, strict=True
+            )
+        ]
+    table = RefTable.of_refs([refs[i] for i in rng.permutation(len(refs))])
+    mapped = load_layout(table)
+    monkeypatch.setattr(loader, "is_local", lambda path: False)
+    streamed = load_layout(table)
+    for name in ("tokens", "sentence_starts", "sentence_lengths", "document_bounds"):
+        np.testing.assert_array_equal(getattr(mapped, name), getattr(streamed, name))
+    expected = BucketLayout.from_arrays([(d.ids, d.offsets) for d in load_documents(table.refs())])
+    np.testing.assert_array_equal(mapped.tokens, expected.tokens)
+
+
+@pytest.mark.parametrize("mapped", [True, False])
+def test_a_document_shorter_than_its_reference_is_named(tmp_path, monkeypatch, mapped):
+    import pipeline.steps.tokenize_documents as loader
+
+    monkeypatch.setattr(loader, "is_local", lambda path: mapped)
     docs = [TokenizedDocument.from_sentences("books/b.txt", [[9] * 30, [1, 2]])]
     write_token_file(str(tmp_path / "tokens-x"), docs)
     index = TokenIndex.read(str(tmp_path / "tokens-x.index.parquet"))
@@ -55,8 +92,11 @@ def test_a_document_shorter_than_its_reference_is_named(tmp_path):
     with pytest.raises(ValueError, match="document books/b.txt: .* bytes do not match"):
         load_layout(RefTable.of_refs([wrong]))
     cut = DocumentRef("books/b.txt", index.data_path, 8, int(index.sizes[0]), 2)
-    with pytest.raises(ValueError, match="document books/b.txt: .* holds"):
+    with pytest.raises(ValueError, match="document books/b.txt: .* holds 144 of its 152 bytes"):
         load_layout(RefTable.of_refs([cut]))
+    past = DocumentRef("books/b.txt", index.data_path, 10_000, 8, 0)
+    with pytest.raises(ValueError, match="document books/b.txt: .* holds 0 of its 8 bytes"):
+        load_layout(RefTable.of_refs([past]))
 
 
 def test_many_documents_in_one_call_equal_one_call_per_document(sample_vocab_path):
