@@ -15,27 +15,12 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
+from transforms.crc32c_kernel import crc32c
+
 _VARINT_LIMIT = 1 << 28
 """Int feature values must lie in [0, 2**28) (token ids, positions, labels, flags)."""
 _TAG_FIELD1, _TAG_FIELD2, _TAG_INT64_LIST = 0x0A, 0x12, 0x1A
 _CRC_MASK_DELTA = 0xA282EAD8
-
-
-def _crc32c_tables() -> np.ndarray:
-    """Slicing-by-8 tables of the reflected Castagnoli polynomial (0x82F63B78)."""
-    tables = np.zeros((8, 256), dtype=np.uint32)
-    for byte in range(256):
-        crc = byte
-        for _ in range(8):
-            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
-        tables[0, byte] = crc
-    for k in range(1, 8):
-        previous = tables[k - 1]
-        tables[k] = (previous >> 8) ^ tables[0, previous & 0xFF]
-    return tables
-
-
-CRC32C_TABLES = _crc32c_tables()
 
 
 @numba.njit(cache=True, inline="always")
@@ -89,44 +74,9 @@ def _put_value(buf: np.ndarray, pos: int, value: int) -> int:
     return pos + 1 + c1 + c2 + c3
 
 
-@numba.njit(cache=True)
-def crc32c(buf: np.ndarray, start: int, end: int, tables: np.ndarray) -> int:
-    """CRC32C of ``buf[start:end]`` (``tables``: ``CRC32C_TABLES``)."""
-    crc = np.uint32(0xFFFFFFFF)
-    i = start
-    while i + 8 <= end:
-        lo = crc ^ (
-            np.uint32(buf[i])
-            | (np.uint32(buf[i + 1]) << 8)
-            | (np.uint32(buf[i + 2]) << 16)
-            | (np.uint32(buf[i + 3]) << 24)
-        )
-        hi = (
-            np.uint32(buf[i + 4])
-            | (np.uint32(buf[i + 5]) << 8)
-            | (np.uint32(buf[i + 6]) << 16)
-            | (np.uint32(buf[i + 7]) << 24)
-        )
-        crc = (
-            tables[7, lo & 0xFF]
-            ^ tables[6, (lo >> 8) & 0xFF]
-            ^ tables[5, (lo >> 16) & 0xFF]
-            ^ tables[4, lo >> 24]
-            ^ tables[3, hi & 0xFF]
-            ^ tables[2, (hi >> 8) & 0xFF]
-            ^ tables[1, (hi >> 16) & 0xFF]
-            ^ tables[0, hi >> 24]
-        )
-        i += 8
-    while i < end:
-        crc = tables[0, (crc ^ np.uint32(buf[i])) & 0xFF] ^ (crc >> 8)
-        i += 1
-    return int(crc ^ np.uint32(0xFFFFFFFF))
-
-
 @numba.njit(cache=True, inline="always")
-def _put_masked_crc(buf: np.ndarray, pos: int, start: int, end: int, tables: np.ndarray) -> int:
-    crc = crc32c(buf, start, end, tables)
+def _put_masked_crc(buf: np.ndarray, pos: int, start: int, end: int) -> int:
+    crc = crc32c(buf, start, end)
     masked = (((crc >> 15) | (crc << 17)) + _CRC_MASK_DELTA) & 0xFFFFFFFF
     for k in range(4):
         buf[pos + k] = (masked >> (8 * k)) & 0xFF
@@ -143,7 +93,7 @@ def _entry_len(key_len: int, payload: int) -> int:
 
 
 @numba.njit(cache=True)
-def _encode(ints, int_bounds, floats, float_bounds, keys, key_bounds, tables):
+def _encode(ints, int_bounds, floats, float_bounds, keys, key_bounds):
     n = ints.shape[0]
     n_int = len(int_bounds) - 1
     n_float = len(float_bounds) - 1
@@ -178,7 +128,7 @@ def _encode(ints, int_bounds, floats, float_bounds, keys, key_bounds, tables):
         length = data_lens[r]
         for k in range(8):
             out[pos + k] = (length >> (8 * k)) & 0xFF
-        pos = _put_masked_crc(out, pos + 8, pos, pos + 8, tables)
+        pos = _put_masked_crc(out, pos + 8, pos, pos + 8)
         data_start = pos
         out[pos] = _TAG_FIELD1
         pos = _put_varint(out, pos + 1, feature_lens[r])
@@ -217,7 +167,7 @@ def _encode(ints, int_bounds, floats, float_bounds, keys, key_bounds, tables):
                 g = f - n_int
                 out[pos : pos + payload] = floats[r, float_bounds[g] : float_bounds[g + 1]]
                 pos += payload
-        pos = _put_masked_crc(out, pos, data_start, pos, tables)
+        pos = _put_masked_crc(out, pos, data_start, pos)
     return out[: offsets[n]], offsets
 
 
@@ -239,17 +189,6 @@ class FramedRecords:
         return [
             raw[start + 12 : end - 4] for start, end in zip(bounds[:-1], bounds[1:], strict=True)
         ]
-
-    @classmethod
-    def concat(cls, parts: list[FramedRecords]) -> FramedRecords:
-        """The records of ``parts``, in order, as one batch."""
-        if not parts:
-            return cls(np.zeros(0, dtype=np.uint8), np.zeros(1, dtype=np.int64))
-        shifts = np.cumsum([0] + [int(p.offsets[-1]) for p in parts[:-1]])
-        offsets = np.concatenate(
-            [parts[0].offsets[:1]] + [p.offsets[1:] + s for p, s in zip(parts, shifts, strict=True)]
-        )
-        return cls(np.concatenate([p.data for p in parts]), offsets)
 
 
 def _key_bytes(name: str) -> bytes:
@@ -326,46 +265,60 @@ def frame_columns(
         np.asarray(float_bounds, dtype=np.int64),
         key_array,
         key_bounds,
-        CRC32C_TABLES,
     )
     return FramedRecords(data, offsets)
 
 
 @numba.njit(cache=True)
-def _gather(data, offsets, order, keys, blocks):
-    """Spill bytes: per block (consecutive runs of ``order``, split at ``blocks``), the block's
-    int64 keys little-endian, then its records' frames."""
-    total = 8 * len(order)
-    for j in order:
-        total += offsets[j + 1] - offsets[j]
+def _residue_places(sizes, keys, num_shards):
+    """The spill buffer of records with frame sizes ``sizes`` and shuffle ``keys``, with every
+    key in place, where each record's frame goes in it, and each residue block's byte offset."""
+    n = len(sizes)
+    total = 0
+    for j in range(n):
+        total += 8 + sizes[j]
     out = np.empty(total, dtype=np.uint8)
-    bounds = np.zeros(len(blocks), dtype=np.int64)
+    places = np.empty(n, dtype=np.int64)
+    bounds = np.zeros(num_shards + 1, dtype=np.int64)
     pos = 0
-    for b in range(len(blocks) - 1):
-        for i in range(blocks[b], blocks[b + 1]):
-            key = keys[order[i]]
+    for r in range(num_shards):
+        for j in range(r, n, num_shards):
+            key = keys[j]
             for k in range(8):
                 out[pos + k] = (key >> (8 * k)) & 0xFF
             pos += 8
-        for i in range(blocks[b], blocks[b + 1]):
-            j = order[i]
-            start = offsets[j]
-            size = offsets[j + 1] - start
-            out[pos : pos + size] = data[start : start + size]
-            pos += size
-        bounds[b + 1] = pos
-    return out, bounds
+        for j in range(r, n, num_shards):
+            places[j] = pos
+            pos += sizes[j]
+        bounds[r + 1] = pos
+    return out, places, bounds
 
 
-def residue_spill(records: FramedRecords, keys: np.ndarray, num_shards: int):
-    """``transforms.shard_layout.spill_layout`` of a framed batch: (spill bytes as a uint8
-    array, byte offset of each of the ``num_shards`` residue blocks and the end)."""
-    n = len(records)
-    order = np.concatenate([np.arange(r, n, num_shards) for r in range(num_shards)])
-    counts = [len(range(r, n, num_shards)) for r in range(num_shards)]
-    blocks = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+@numba.njit(cache=True)
+def _place_frames(out, data, offsets, places):
+    """Copies frame ``j`` of ``data`` (bounds ``offsets``) to ``out[places[j]:]``."""
+    for j in range(len(places)):
+        start = offsets[j]
+        size = offsets[j + 1] - start
+        out[places[j] : places[j] + size] = data[start : start + size]
+
+
+def residue_spill(batches: list[FramedRecords], keys: np.ndarray, num_shards: int):
+    """``transforms.shard_layout.spill_layout`` of the records of ``batches`` taken in order
+    (record ``j`` has shuffle key ``keys[j]``): (spill bytes as a uint8 array, byte offset of
+    each of the ``num_shards`` residue blocks and the end). Each frame is copied once, from its
+    batch to its place in the spill."""
+    sizes = [np.diff(b.offsets) for b in batches]
+    all_sizes = np.concatenate(sizes) if sizes else np.zeros(0, dtype=np.int64)
     keys = np.asarray(keys, dtype=np.int64)
-    return _gather(records.data, records.offsets, order.astype(np.int64), keys, blocks)
+    if len(keys) != len(all_sizes):
+        raise ValueError(f"{len(keys)} shuffle keys for {len(all_sizes)} records")
+    out, places, bounds = _residue_places(all_sizes, keys, num_shards)
+    first = 0
+    for batch, batch_sizes in zip(batches, sizes, strict=True):
+        _place_frames(out, batch.data, batch.offsets, places[first : first + len(batch_sizes)])
+        first += len(batch_sizes)
+    return out, bounds
 
 
 @numba.njit(cache=True)

@@ -17,7 +17,6 @@ import numpy as np
 def warm() -> None:
     """Calls every kernel once: the instance phases' on a tiny bucket, near dedup's on two texts."""
     from transforms.framed_examples import (
-        FramedRecords,
         count_frames,
         frame_bounds,
         frame_examples,
@@ -59,7 +58,7 @@ def warm() -> None:
 
     pack_span_rows(layout.tokens, spans, 1, 2, 32)
     frame_examples({"ids": np.zeros((1, 2), np.int64)}, {"w": np.zeros((1, 1), np.float32)})
-    data, _ = residue_spill(FramedRecords.concat([framed]), np.arange(len(framed)), 2)
+    data, _ = residue_spill([framed, framed], np.arange(2 * len(framed)), 2)
     bounds = frame_bounds(framed.data, 0, len(framed))
     gather_frames(framed.data, bounds[:-1], bounds[1:])
     count_frames(data)

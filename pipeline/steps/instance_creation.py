@@ -122,10 +122,8 @@ class CreateInstancesFn(CountingDoFn):
         for batch in record_batches(layout, bucket, dupe, self.settings, self._tables, self.stats):
             framed.append(batch.framed)
             keys.extend(batch.order_keys)
-        records = FramedRecords.concat(framed)
+        data, bounds = residue_spill(framed, np.asarray(keys, dtype=np.int64), self._num_shards)
         del framed
-        data, bounds = residue_spill(records, np.asarray(keys, dtype=np.int64), self._num_shards)
-        del records
         path = FileSystems.join(self.spill_dir, f"task-{bucket:06d}-{dupe:04d}.spill")
         write_bytes_atomically(path, data)
         if self.progress is not None:

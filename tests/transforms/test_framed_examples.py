@@ -3,15 +3,12 @@
 
 from __future__ import annotations
 
-import google_crc32c
 import numpy as np
 import pytest
 
 from transforms.example_encoding import decode_example, encode_examples
 from transforms.framed_examples import (
-    CRC32C_TABLES,
     FramedRecords,
-    crc32c,
     frame_examples,
     residue_spill,
 )
@@ -77,28 +74,33 @@ def test_frame_columns_refuses_values_its_varints_cannot_hold(value):
         frame_columns(ints, np.array([0, 3]), no_floats, np.array([0]), ["input_ids"])
 
 
-@pytest.mark.parametrize("size", [0, 1, 7, 8, 9, 1000, 1 << 16])
-def test_crc32c_matches_the_library(size):
-    data = np.random.default_rng(size).integers(0, 256, size=size + 3).astype(np.uint8)
-    assert crc32c(data, 3, size + 3, CRC32C_TABLES) == google_crc32c.value(data[3:].tobytes())
-
-
 @pytest.mark.parametrize("num_shards", [1, 3, 64])
 def test_the_residue_spill_is_spill_layout(num_shards):
     rs = np.random.default_rng(num_shards)
     parts = [frame_examples(*features(rs, n, 8, 1000)) for n in (0, 5, 40)]
-    records = FramedRecords.concat(parts)
-    assert records.payloads() == [p for part in parts for p in part.payloads()]
-    keys = rs.integers(0, 2**63 - 1, size=len(records))
-    framed = [frame_record(p) for p in records.payloads()]
+    framed = [frame_record(p) for part in parts for p in part.payloads()]
+    keys = rs.integers(0, 2**63 - 1, size=len(framed))
     want_data, want_bounds = spill_layout(framed, keys, num_shards)
-    data, bounds = residue_spill(records, keys, num_shards)
+    data, bounds = residue_spill(parts, keys, num_shards)
     assert data.tobytes() == want_data
     np.testing.assert_array_equal(bounds, want_bounds)
+    one = FramedRecords(
+        np.frombuffer(b"".join(framed), dtype=np.uint8),
+        np.cumsum([0] + [len(f) for f in framed]),
+    )
+    data, bounds = residue_spill([one], keys, num_shards)
+    assert data.tobytes() == want_data
 
 
-def test_an_empty_concat_is_an_empty_batch():
-    empty = FramedRecords.concat([])
+def test_a_residue_spill_needs_a_key_per_record():
+    batch = frame_examples(*features(np.random.default_rng(0), 3, 8, 1000))
+    with pytest.raises(ValueError, match="2 shuffle keys for 3 records"):
+        residue_spill([batch], np.arange(2), 4)
+
+
+def test_an_empty_batch_makes_an_empty_spill():
+    empty = FramedRecords(np.zeros(0, dtype=np.uint8), np.zeros(1, dtype=np.int64))
     assert len(empty) == 0 and empty.payloads() == []
-    data, bounds = residue_spill(empty, np.zeros(0, dtype=np.int64), 4)
-    assert data.size == 0 and bounds.tolist() == [0, 0, 0, 0, 0]
+    for batches in ([], [empty]):
+        data, bounds = residue_spill(batches, np.zeros(0, dtype=np.int64), 4)
+        assert data.size == 0 and bounds.tolist() == [0, 0, 0, 0, 0]
