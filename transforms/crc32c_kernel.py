@@ -5,7 +5,13 @@ checksums every byte it writes. ``crc32c(buf, start, end)`` is the SSE4.2 ``crc3
 8 bytes at a time (~6-8 GB/s), where numba compiles for a host CPU that has it, and slicing-by-8
 tables (~1.5 GB/s) otherwise: on other architectures, and when ``NUMBA_CPU_NAME`` or
 ``NUMBA_CPU_FEATURES`` ask for a portable target. Both give ``google_crc32c.value``'s result
-(tested); which one runs is ``HARDWARE``.
+(tested); which one runs is ``HARDWARE``. The instruction form takes only a one-dimensional
+C-contiguous uint8 array.
+
+numba caches a kernel that calls ``crc32c`` with it compiled in, keyed by the host CPU's name and
+features (so a cache built where the instruction exists is never loaded where it does not), but
+stamped only by the kernel's own file: after editing this module, delete numba's cache files
+(``transforms/__pycache__/*.nbi``, ``*.nbc``) and rerun ``python -m transforms.kernel_cache``.
 """
 
 from __future__ import annotations
@@ -84,7 +90,15 @@ def _crc32_u8(typingctx, crc, value):
 @intrinsic
 def _load_u64(typingctx, array, index):
     """The 8 bytes of a uint8 array from ``index`` as one little-endian word (unaligned load;
-    the caller keeps ``index + 8`` within the array)."""
+    the caller keeps ``index + 8`` within the array). Only a one-dimensional C-contiguous
+    uint8 array is accepted (a typing error otherwise): the load ignores strides."""
+    if not (
+        isinstance(array, types.Array)
+        and array.dtype == types.uint8
+        and array.ndim == 1
+        and array.layout == "C"
+    ):
+        return None
     sig = types.uint64(array, types.intp)
 
     def codegen(context, builder, signature, args):

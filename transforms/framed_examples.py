@@ -308,6 +308,8 @@ def residue_spill(batches: list[FramedRecords], keys: np.ndarray, num_shards: in
     (record ``j`` has shuffle key ``keys[j]``): (spill bytes as a uint8 array, byte offset of
     each of the ``num_shards`` residue blocks and the end). Each frame is copied once, from its
     batch to its place in the spill."""
+    if num_shards < 1:
+        raise ValueError(f"num_shards must be at least 1, got {num_shards}")
     sizes = [np.diff(b.offsets) for b in batches]
     all_sizes = np.concatenate(sizes) if sizes else np.zeros(0, dtype=np.int64)
     keys = np.asarray(keys, dtype=np.int64)

@@ -39,6 +39,23 @@ def test_a_range_outside_the_buffer_is_refused(way, start, end):
         way(np.zeros(16, dtype=np.uint8), start, end)
 
 
+@pytest.mark.skipif(not crc32c_kernel.HARDWARE, reason="no SSE4.2 instruction here")
+@pytest.mark.parametrize(
+    "array",
+    [
+        np.arange(64, dtype=np.uint8)[::2],
+        np.arange(64, dtype=np.uint8)[::-1],
+        np.zeros(8, np.int32),
+    ],
+    ids=["strided", "reversed", "int32"],
+)
+def test_the_instruction_refuses_arrays_it_would_misread(array):
+    """The 8-byte loads ignore strides and element sizes: such arrays are a typing error, not a
+    wrong checksum or a read past the buffer."""
+    with pytest.raises(numba.core.errors.TypingError):
+        crc32c_by_instruction(array, 0, 8)
+
+
 def test_the_instruction_is_used_where_the_host_has_it():
     """On an x86-64 host compiling for itself with SSE4.2 (this machine and CI), the kernels use
     the instruction; elsewhere the table (a portable numba target included)."""

@@ -96,6 +96,8 @@ def test_a_residue_spill_needs_a_key_per_record():
     batch = frame_examples(*features(np.random.default_rng(0), 3, 8, 1000))
     with pytest.raises(ValueError, match="2 shuffle keys for 3 records"):
         residue_spill([batch], np.arange(2), 4)
+    with pytest.raises(ValueError, match="num_shards must be at least 1"):
+        residue_spill([batch], np.arange(3), 0)
 
 
 def test_an_empty_batch_makes_an_empty_spill():
