@@ -61,30 +61,30 @@ HARDWARE = _host_has_crc32_instruction()
 """True when ``crc32c`` is the SSE4.2 instruction, False when it is the table loop."""
 
 
-@intrinsic
-def _crc32_u64(typingctx, crc, value):
-    """SSE4.2 ``crc32`` of one little-endian 64-bit word (no inversions)."""
-    sig = types.uint64(types.uint64, types.uint64)
+def _crc32_instruction(crc_bits: int, value_bits: int):
+    """An intrinsic ``(crc, value) -> crc`` for SSE4.2 ``crc32`` of a ``value_bits`` operand
+    (no inversions; ``llvm.x86.sse42.crc32.<crc_bits>.<value_bits>``)."""
+    crc_type, value_type = types.uint64 if crc_bits == 64 else types.uint32, types.uint8
+    if value_bits == 64:
+        value_type = types.uint64
+    name = f"llvm.x86.sse42.crc32.{crc_bits}.{value_bits}"
 
-    def codegen(context, builder, signature, args):
-        fnty = ir.FunctionType(ir.IntType(64), [ir.IntType(64), ir.IntType(64)])
-        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.x86.sse42.crc32.64.64")
-        return builder.call(fn, args)
+    def step(typingctx, crc, value):
+        def codegen(context, builder, signature, args):
+            fnty = ir.FunctionType(
+                ir.IntType(crc_bits), [ir.IntType(crc_bits), ir.IntType(value_bits)]
+            )
+            return builder.call(cgutils.get_or_insert_function(builder.module, fnty, name), args)
 
-    return sig, codegen
+        return crc_type(crc_type, value_type), codegen
+
+    return intrinsic(step)
 
 
-@intrinsic
-def _crc32_u8(typingctx, crc, value):
-    """SSE4.2 ``crc32`` of one byte (no inversions)."""
-    sig = types.uint32(types.uint32, types.uint8)
-
-    def codegen(context, builder, signature, args):
-        fnty = ir.FunctionType(ir.IntType(32), [ir.IntType(32), ir.IntType(8)])
-        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.x86.sse42.crc32.32.8")
-        return builder.call(fn, args)
-
-    return sig, codegen
+_crc32_u64 = _crc32_instruction(64, 64)
+"""SSE4.2 ``crc32`` of one little-endian 64-bit word."""
+_crc32_u8 = _crc32_instruction(32, 8)
+"""SSE4.2 ``crc32`` of one byte."""
 
 
 @intrinsic
