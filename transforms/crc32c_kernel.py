@@ -61,12 +61,13 @@ HARDWARE = _host_has_crc32_instruction()
 """True when ``crc32c`` is the SSE4.2 instruction, False when it is the table loop."""
 
 
+_UNSIGNED = {8: types.uint8, 32: types.uint32, 64: types.uint64}
+
+
 def _crc32_instruction(crc_bits: int, value_bits: int):
     """An intrinsic ``(crc, value) -> crc`` for SSE4.2 ``crc32`` of a ``value_bits`` operand
     (no inversions; ``llvm.x86.sse42.crc32.<crc_bits>.<value_bits>``)."""
-    crc_type, value_type = types.uint64 if crc_bits == 64 else types.uint32, types.uint8
-    if value_bits == 64:
-        value_type = types.uint64
+    crc_type, value_type = _UNSIGNED[crc_bits], _UNSIGNED[value_bits]
     name = f"llvm.x86.sse42.crc32.{crc_bits}.{value_bits}"
 
     def step(typingctx, crc, value):
