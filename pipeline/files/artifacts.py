@@ -7,7 +7,7 @@ import contextlib
 import json
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 
 import apache_beam as beam
 import numpy as np
@@ -49,6 +49,35 @@ class WriteRejects(beam.PTransform):
                 file_name_suffix=".jsonl",
                 shard_name_template="",
             )
+        )
+
+
+class WriteJobRejects(beam.PTransform):
+    """A PCollection of (job, Reject dict) → ``<outputs[job]>/rejects.jsonl`` for every job, one
+    JSON object per line, sorted (the same file whatever order a runner delivers them in); a job
+    with none gets an empty file."""
+
+    def __init__(self, outputs: Mapping[int, str]) -> None:
+        super().__init__()
+        self._paths = {job: FileSystems.join(out, "rejects.jsonl") for job, out in outputs.items()}
+
+    def expand(self, rejects):
+        paths = self._paths
+
+        def write(job_lines: tuple[int, Iterable[str | None]]) -> None:
+            job, lines = job_lines
+            text = "".join(line + "\n" for line in sorted(x for x in lines if x is not None))
+            write_bytes_atomically(paths[job], text.encode("utf-8"))
+
+        lines = rejects | "RejectsJson" >> beam.Map(
+            lambda r: (r[0], json.dumps(r[1], sort_keys=True, ensure_ascii=False))
+        )
+        every = rejects.pipeline | "EveryJob" >> beam.Create([(job, None) for job in paths])
+        return (
+            (lines, every)
+            | "AllRejects" >> beam.Flatten()
+            | "RejectsOfJob" >> beam.GroupByKey()
+            | "WriteRejects" >> beam.Map(write)
         )
 
 

@@ -17,7 +17,7 @@ import hashlib
 import math
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 
 import apache_beam as beam
@@ -29,6 +29,7 @@ from pipeline.files.artifacts import commit, temporary_name
 from pipeline.files.page_cache import FinishedFiles
 from pipeline.files.spills import GroupSpill, TaskSpill, task_offsets
 from pipeline.runtime.counters import NAMESPACE
+from pipeline.runtime.per_job import PerJobFn
 from transforms.framed_examples import frame_bounds, gather_frames
 from transforms.shard_layout import (
     key_ranges,
@@ -316,18 +317,19 @@ def _parse_parts(data: np.ndarray):
 
 
 class WriteShards(beam.PTransform):
-    """PCollection[TaskSpill] → PCollection of ShardResult dicts, one per shard (empty included),
-    each written by ``write`` (a ``WriteShardFn``)."""
+    """PCollection[(job, TaskSpill or GroupSpill)] → PCollection[(job, ShardResult dict)]: every
+    shard of every job (empty ones included), each written by its job's ``WriteShardFn``
+    (``writes[job]``) from that job's spills. All jobs share one stage (``PerJobFn``)."""
 
-    def __init__(self, write: WriteShardFn) -> None:
+    def __init__(self, writes: Mapping[int, WriteShardFn], labels: Mapping[int, str]) -> None:
         super().__init__()
-        self._fn = write
-        self._num_shards = write.num_shards
+        self._shards = [(job, i) for job, fn in writes.items() for i in range(fn.num_shards)]
+        self._fn = PerJobFn(writes, labels, keyed_side_input=True)
 
     def expand(self, spills):
         return (
             spills.pipeline
-            | "ShardIds" >> beam.Create(list(range(self._num_shards)), reshuffle=False)
+            | "ShardIds" >> beam.Create(self._shards, reshuffle=False)
             | "SpreadShards" >> beam.Reshuffle()
-            | "WriteShard" >> beam.ParDo(self._fn, spills=beam.pvalue.AsList(spills))
+            | "WriteShard" >> beam.ParDo(self._fn, beam.pvalue.AsList(spills))
         )

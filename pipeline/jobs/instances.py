@@ -22,7 +22,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipeline.files.artifacts import (
-    WriteRejects,
+    WriteJobRejects,
     parquet_rows,
     read_json,
     read_parquet,
@@ -40,6 +40,7 @@ from pipeline.jobs.scaffold import (
 )
 from pipeline.runtime.counters import NAMESPACE, REJECTS_TAG, STATS_TAG, MergeCounts
 from pipeline.runtime.local_runner import start as start_pipeline
+from pipeline.runtime.per_job import PerJobFn, job_namespace
 from pipeline.runtime.progress import ProgressMonitor, ProgressReporter, progress_dir
 from pipeline.steps.bert_text_source import ReadBertTextDocuments
 from pipeline.steps.instance_creation import (
@@ -338,88 +339,175 @@ def uses_spill_groups(config: InstancesJobConfig) -> bool:
     return config.spill_groups == "always"
 
 
+Job = tuple[InstancesJobConfig, list[InputFile], Vocab, InstanceSettings]
+"""One instances job ready to run: its config (shard count fixed), inputs, vocab and settings."""
+
+
 def build_pipeline(
     p: beam.Pipeline,
-    config: InstancesJobConfig,
-    files: list[InputFile],
-    vocab: Vocab,
-    settings: InstanceSettings,
+    jobs: list[Job],
+    labels: list[str],
     progress: ProgressReporter | None = None,
 ) -> None:
-    """Adds the whole job to ``p``; it writes the shards, rejects.jsonl and a result file; each
-    (bucket, dupe pass) done adds its documents to ``progress``."""
-    spill_dir = FileSystems.join(config.output, SPILL_DIR)
-    if config.pretokenized:
-        num_buckets = bucket_count(sum(parquet_rows(f.path) for f in files), config.bucket_size)
-        tokenized = (
+    """Adds ``jobs`` to ``p`` (``labels``: the steps' name of each job, ``Job`` or ``Job0``...);
+    each writes its shards, rejects.jsonl and a result file; each (bucket, dupe pass) done adds
+    its documents to ``progress``.
+
+    The jobs share their stages: one reads every job's token index files, one creates every
+    job's instances, one writes every job's shards (``pipeline.runtime.per_job``), so the
+    runner's workers take all the work of a step from one pool instead of one job after the
+    other. Text inputs are read and tokenized per job (each job's vocab and casing); what each
+    job writes is what it would write alone.
+    """
+    names = dict(enumerate(labels))
+    slices, stats, rejects = [], [], []
+    token_jobs = {j: job for j, job in enumerate(jobs) if job[0].pretokenized}
+    if token_jobs:
+        buckets = {
+            j: BucketSlicesFn(
+                config.seed,
+                bucket_count(sum(parquet_rows(f.path) for f in files), config.bucket_size),
+            )
+            for j, (config, files, *_) in token_jobs.items()
+        }
+        listed = [(j, f.path) for j, (_, files, *_) in token_jobs.items() for f in files]
+        read = (
             p
-            | "ListTokenFiles" >> beam.Create([f.path for f in files], reshuffle=False)
+            | "ListTokenFiles" >> beam.Create(listed, reshuffle=False)
             | "SpreadTokenFiles" >> beam.Reshuffle()
             | "BucketSlices"
-            >> beam.ParDo(BucketSlicesFn(config.seed, num_buckets)).with_outputs(
+            >> beam.ParDo(PerJobFn(buckets, names)).with_outputs(
                 REJECTS_TAG, STATS_TAG, main="slices"
             )
         )
-        slices = tokenized.slices
-        read_parts = []
-    else:
-        read = (
-            p
-            | "ListFiles" >> beam.Create(files, reshuffle=False)
-            | "SpreadFiles" >> beam.Reshuffle()
-            | "ReadFiles"
-            >> ReadBertTextDocuments(config.max_sentence_chars, config.max_document_sentences)
+        slices.append(read.slices | "JobBuckets" >> beam.Map(_job_bucket))
+        stats.append(read[STATS_TAG])
+        rejects.append(read[REJECTS_TAG])
+    for j, job in enumerate(jobs):
+        if not job[0].pretokenized:
+            text = p | labels[j] >> _TextSlices(j, *job[:3])
+            slices.append(text["slices"])
+            stats.append(text["stats"])
+            rejects.append(text["rejects"])
+    creates = {
+        j: CreateInstancesFn(
+            settings,
+            token_tables(vocab, config),
+            FileSystems.join(config.output, SPILL_DIR),
+            config.num_shards,
+            progress,
         )
-        tokenized = read.documents | "Tokenize" >> TokenizeDocuments(
-            vocab, config.do_lower_case, spill_dir
-        )
-        slices = tokenized.documents | "AssignBuckets" >> AssignBuckets(
-            config.seed, config.bucket_size
-        )
-        read_parts = [read]
-    created = slices | "Instances" >> CreateInstances(
-        CreateInstancesFn(
-            settings, token_tables(vocab, config), spill_dir, config.num_shards, progress
-        )
+        for j, (config, _, vocab, settings) in enumerate(jobs)
+    }
+    created = (
+        tuple(slices)
+        | "AllSlices" >> beam.Flatten()
+        | "Instances" >> CreateInstances(creates, names)
     )
-    spills = created["spills"]
-    if uses_spill_groups(config):
-        spills = spills | "SpillGroups" >> CoalesceSpills(
-            spill_dir, config.num_shards, max(1, int(config.spill_group_mb * (1 << 20)))
-        )
-    shards = spills | "Shards" >> WriteShards(
-        WriteShardFn(
+    spills = _spill_groups(created["spills"], jobs, labels)
+    writes = {
+        j: WriteShardFn(
             config.output,
             config.shard_prefix,
             config.num_shards,
             config.compression,
             shard_names=tuple(config.shard_names) if config.shard_names is not None else None,
-            temp_dir=spill_dir,
+            temp_dir=FileSystems.join(config.output, SPILL_DIR),
         )
-    )
-    stats = (
-        (*(r[STATS_TAG] for r in read_parts), tokenized[STATS_TAG], created["stats"])
+        for j, (config, *_) in enumerate(jobs)
+    }
+    shards = spills | "Shards" >> WriteShards(writes, names)
+    merged_stats = (
+        (*stats, created["stats"])
         | "AllStats" >> beam.Flatten()
-        | "MergeStats" >> beam.CombineGlobally(MergeCounts())
+        | "MergeStats" >> beam.CombinePerKey(MergeCounts())
     )
-    (
-        (*(r[REJECTS_TAG] for r in read_parts), tokenized[REJECTS_TAG])
-        | "AllRejects" >> beam.Flatten()
-        | "Rejects" >> WriteRejects(config.output)
-    )
-    result_path = FileSystems.join(config.output, _RESULT)
-    (
-        shards
-        | "CollectShards" >> beam.combiners.ToList()
-        | "WriteResult"
-        >> beam.Map(
-            lambda shard_list, totals: write_json(
-                result_path,
-                {"shards": sorted(shard_list, key=lambda s: s["index"]), "stats": totals},
-            ),
-            totals=beam.pvalue.AsSingleton(stats),
+    rejects_of = {j: config.output for j, (config, *_) in enumerate(jobs)}
+    tuple(rejects) | "AllRejects" >> beam.Flatten() | "Rejects" >> WriteJobRejects(rejects_of)
+    results = {j: FileSystems.join(config.output, _RESULT) for j, (config, *_) in enumerate(jobs)}
+
+    def write_result(job_outcome: tuple[int, dict]) -> None:
+        job, outcome = job_outcome
+        totals = list(outcome["stats"])
+        write_json(
+            results[job],
+            {
+                "shards": sorted(outcome["shards"], key=lambda s: s["index"]),
+                "stats": totals[0] if totals else {},
+            },
         )
+
+    (
+        {"shards": shards, "stats": merged_stats}
+        | "ShardsAndStats" >> beam.CoGroupByKey()
+        | "WriteResults" >> beam.Map(write_result)
     )
+
+
+def _job_bucket(item: tuple[int, tuple[int, object]]) -> tuple[tuple[int, int], object]:
+    """(job, (bucket, slice)) → ((job, bucket), slice): the key instance creation groups by."""
+    job, (bucket, table) = item
+    return (job, bucket), table
+
+
+class _TextSlices(beam.PTransform):
+    """One job's text inputs, read and tokenized with its vocab → ``slices`` ((job, bucket),
+    one-document RefTable), ``stats`` ((job, counts)) and ``rejects`` ((job, Reject dict))."""
+
+    def __init__(
+        self, job: int, config: InstancesJobConfig, files: list[InputFile], vocab: Vocab
+    ) -> None:
+        super().__init__()
+        self._job, self._config, self._files, self._vocab = job, config, files, vocab
+
+    def expand(self, pbegin):
+        config, job = self._config, self._job
+        read = (
+            pbegin
+            | "ListFiles" >> beam.Create(self._files, reshuffle=False)
+            | "SpreadFiles" >> beam.Reshuffle()
+            | "ReadFiles"
+            >> ReadBertTextDocuments(config.max_sentence_chars, config.max_document_sentences)
+        )
+        tokenized = read.documents | "Tokenize" >> TokenizeDocuments(
+            self._vocab, config.do_lower_case, FileSystems.join(config.output, SPILL_DIR)
+        )
+        slices = tokenized.documents | "AssignBuckets" >> AssignBuckets(
+            config.seed, config.bucket_size
+        )
+        return {
+            "slices": slices | "JobBuckets" >> beam.Map(lambda kv: ((job, kv[0]), kv[1])),
+            "stats": (read[STATS_TAG], tokenized[STATS_TAG])
+            | "FlattenStats" >> beam.Flatten()
+            | "JobStats" >> beam.Map(lambda counts: (job, counts)),
+            "rejects": (read[REJECTS_TAG], tokenized[REJECTS_TAG])
+            | "FlattenRejects" >> beam.Flatten()
+            | "JobRejects" >> beam.Map(lambda r: (job, r)),
+        }
+
+
+def _spill_groups(spills, jobs: list[Job], labels: list[str]):
+    """(job, TaskSpill) → the same, with the spills of each job that merges them
+    (``uses_spill_groups``) replaced by (job, GroupSpill)."""
+    grouped = [j for j, (config, *_) in enumerate(jobs) if uses_spill_groups(config)]
+    if not grouped:
+        return spills
+    parts = [spills | "UngroupedSpills" >> beam.Filter(lambda s: s[0] not in grouped)]
+    for j in grouped:
+        config = jobs[j][0]
+        parts.append(
+            spills
+            | f"{labels[j]}Spills" >> beam.Filter(lambda s, job=j: s[0] == job)
+            | f"{labels[j]}TaskSpills" >> beam.Map(lambda s: s[1])
+            | f"{labels[j]}SpillGroups"
+            >> CoalesceSpills(
+                FileSystems.join(config.output, SPILL_DIR),
+                config.num_shards,
+                max(1, int(config.spill_group_mb * (1 << 20))),
+            )
+            | f"{labels[j]}JobGroups" >> beam.Map(lambda g, job=j: (job, g))
+        )
+    return tuple(parts) | "AllSpills" >> beam.Flatten()
 
 
 TEXT_SAMPLE_BYTES = 1 << 20
@@ -558,14 +646,16 @@ def check_free_space(
 
 
 def _counter_values(result, label: str) -> dict[str, int]:
-    """This job's bertprep counters (those of steps under ``label``)."""
+    """This job's bertprep counters: those of its own steps (under ``label``) and its counts in
+    the steps all jobs share (``pipeline.runtime.per_job.job_namespace``)."""
     out: dict[str, int] = {}
     try:
         counters = result.metrics().query()["counters"]
     except Exception:  # a runner without metrics support: reconcile from files only
         return out
     for c in counters:
-        if c.key.metric.namespace == NAMESPACE and f"{label}/" in c.key.step:
+        namespace, step = c.key.metric.namespace, c.key.step
+        if namespace == job_namespace(label) or (namespace == NAMESPACE and f"{label}/" in step):
             value = c.committed if c.committed is not None else c.attempted
             out[c.key.metric.name] = out.get(c.key.metric.name, 0) + int(value or 0)
     return out
@@ -750,19 +840,6 @@ def dynamic_masking_spec(config: InstancesJobConfig, vocab: Vocab) -> dict:
     }
 
 
-class _InstancesBranch(beam.PTransform):
-    """One instances job as a branch of a pipeline that may hold several (e.g. the train and
-    eval sides of a phase): one runner start-up for all of them."""
-
-    def __init__(self, config, files, vocab, settings, progress=None) -> None:
-        super().__init__()
-        self._args = (config, files, vocab, settings, progress)
-
-    def expand(self, pbegin):
-        build_pipeline(pbegin, *self._args)
-        return beam.pvalue.PDone(pbegin.pipeline)
-
-
 def run_instances_job(
     config: InstancesJobConfig,
     pipeline_options: PipelineOptions,
@@ -810,13 +887,12 @@ def run_instances_jobs(
             FileSystems.mkdirs(config.output)
         _remove_previous_output(config)
 
+    labels = ["Job"] if len(prepared) == 1 else [f"Job{i}" for i in range(len(prepared))]
     started = time.monotonic()
     watch = progress_dir(configs[0].output)
     try:
         p = beam.Pipeline(options=pipeline_options)
-        for i, args in enumerate(prepared):
-            label = "Job" if len(prepared) == 1 else f"Job{i}"
-            p | label >> _InstancesBranch(*args, ProgressReporter(watch))
+        build_pipeline(p, prepared, labels, ProgressReporter(watch))
         with ProgressMonitor(
             watch, "instances", _document_passes(prepared), "document passes", progress
         ) as monitor:
@@ -826,9 +902,8 @@ def run_instances_jobs(
         elapsed = time.monotonic() - started
         manifests = []
         for i, (config, files, vocab, _) in enumerate(prepared):
-            label = "Job" if len(prepared) == 1 else f"Job{i}"
             manifests.append(
-                _finish(config, files, vocab, result, label, elapsed, counts[i], estimates[i])
+                _finish(config, files, vocab, result, labels[i], elapsed, counts[i], estimates[i])
             )
     except BaseException:
         for config, *_ in prepared:

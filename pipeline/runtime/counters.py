@@ -20,11 +20,11 @@ REJECTS_TAG = "rejects"
 NAMESPACE = "bertprep"
 
 
-def report(stats: Counter[str]) -> None:
-    """Adds ``stats`` to the Beam counters of the same names."""
+def report(stats: Counter[str], namespace: str = NAMESPACE) -> None:
+    """Adds ``stats`` to the Beam counters of the same names in ``namespace``."""
     for name, value in stats.items():
         if value:
-            Metrics.counter(NAMESPACE, name).inc(value)
+            Metrics.counter(namespace, name).inc(value)
 
 
 class MergeCounts(beam.CombineFn):
@@ -52,6 +52,9 @@ class CountingDoFn(beam.DoFn):
     those given a ``progress`` reporter add to it what they consume (flushed per bundle)."""
 
     progress: ProgressReporter | None = None
+    counter_namespace: str = NAMESPACE
+    """Where ``finish_bundle`` reports the Beam counters (one job's namespace in a shared stage,
+    ``pipeline.steps.per_job``)."""
 
     def start_bundle(self) -> None:
         self.stats: Counter[str] = Counter()
@@ -60,7 +63,7 @@ class CountingDoFn(beam.DoFn):
         if self.progress is not None:
             self.progress.flush()
         if self.stats:
-            report(self.stats)
+            report(self.stats, self.counter_namespace)
             yield beam.pvalue.TaggedOutput(
                 STATS_TAG,
                 WindowedValue(dict(self.stats), MIN_TIMESTAMP, [GlobalWindow()]),

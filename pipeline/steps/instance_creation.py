@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import pickle
+from collections.abc import Mapping
 
 import apache_beam as beam
 import numpy as np
@@ -20,6 +21,7 @@ from apache_beam.io.filesystems import FileSystems
 from pipeline.files.artifacts import write_bytes_atomically
 from pipeline.files.spills import TaskSpill
 from pipeline.runtime.counters import STATS_TAG, CountingDoFn
+from pipeline.runtime.per_job import PerJobFn
 from pipeline.runtime.progress import ProgressReporter
 from pipeline.steps.tokenize_documents import RefTable, load_layout
 from transforms.framed_examples import FramedRecords, residue_spill
@@ -150,23 +152,33 @@ class AssignBuckets(beam.PTransform):
 
 
 class CreateInstances(beam.PTransform):
-    """PCollection[(bucket, RefTable)] → outputs ``spills`` (TaskSpill) and ``stats``: the
-    dupe passes of each bucket, each run by ``create`` (a ``CreateInstancesFn``)."""
+    """PCollection[((job, bucket), RefTable)] → outputs ``spills`` ((job, TaskSpill)) and
+    ``stats`` ((job, counts)): the dupe passes of each job's buckets, each run by that job's
+    ``CreateInstancesFn`` (``creates[job]``). All jobs share each stage (``PerJobFn``), so the
+    workers take their tasks from one pool."""
 
-    def __init__(self, create: CreateInstancesFn) -> None:
+    def __init__(self, creates: Mapping[int, CreateInstancesFn], labels: Mapping[int, str]) -> None:
         super().__init__()
-        self._expand = ExpandDupePassesFn(create.settings.dupe_factor, create.spill_dir)
-        self._fn = create
+        expands = {
+            job: ExpandDupePassesFn(fn.settings.dupe_factor, fn.spill_dir)
+            for job, fn in creates.items()
+        }
+        self._expand = PerJobFn(expands, labels)
+        self._create = PerJobFn(creates, labels)
 
     def expand(self, slices):
-        grouped = slices | "GroupBuckets" >> beam.GroupByKey()
+        grouped = (
+            slices
+            | "GroupBuckets" >> beam.GroupByKey()
+            | "JobOfBucket" >> beam.Map(lambda kv: (kv[0][0], (kv[0][1], kv[1])))
+        )
         tasks = grouped | "ExpandDupePasses" >> beam.ParDo(self._expand).with_outputs(
             STATS_TAG, main="tasks"
         )
         spilled = (
             tasks.tasks
             | "SpreadTasks" >> beam.Reshuffle()
-            | "CreateInstances" >> beam.ParDo(self._fn).with_outputs(STATS_TAG, main="spills")
+            | "CreateInstances" >> beam.ParDo(self._create).with_outputs(STATS_TAG, main="spills")
         )
         stats = (tasks[STATS_TAG], spilled[STATS_TAG]) | "FlattenStats" >> beam.Flatten()
         return {"spills": spilled.spills, "stats": stats}

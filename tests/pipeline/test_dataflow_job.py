@@ -43,7 +43,8 @@ def dockerfile_base_image() -> str:
 
 
 def dofn_names(pipeline: beam_runner_api_pb2.Pipeline) -> set[str]:
-    """Class names of every DoFn of the pipeline's ParDo transforms."""
+    """Class names of every DoFn of the pipeline's ParDo transforms, and of the DoFns each
+    ``PerJobFn`` runs."""
     names = set()
     for transform in pipeline.components.transforms.values():
         if transform.spec.urn != common_urns.primitives.PAR_DO.urn:
@@ -53,6 +54,8 @@ def dofn_names(pipeline: beam_runner_api_pb2.Pipeline) -> set[str]:
             continue
         fn = pickler.loads(payload.do_fn.payload)[0]
         names.add(type(fn).__name__)
+        # A stage shared by several jobs runs each job's own DoFn (pipeline.runtime.per_job).
+        names.update(type(inner).__name__ for inner in getattr(fn, "fns", {}).values())
     return names
 
 
