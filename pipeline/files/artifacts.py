@@ -32,26 +32,6 @@ def read_json(path: str) -> dict:
         return json.loads(f.read().decode("utf-8"))
 
 
-class WriteRejects(beam.PTransform):
-    """A PCollection of Reject dicts → ``<output>/rejects.jsonl`` (one JSON object per line)."""
-
-    def __init__(self, output: str) -> None:
-        super().__init__()
-        self._output = output
-
-    def expand(self, rejects):
-        return (
-            rejects
-            | "RejectsJson" >> beam.Map(lambda r: json.dumps(r, sort_keys=True, ensure_ascii=False))
-            | "WriteRejects"
-            >> beam.io.WriteToText(
-                FileSystems.join(self._output, "rejects"),
-                file_name_suffix=".jsonl",
-                shard_name_template="",
-            )
-        )
-
-
 class WriteJobRejects(beam.PTransform):
     """A PCollection of (job, Reject dict) → ``<outputs[job]>/rejects.jsonl`` for every job, one
     JSON object per line, sorted (the same file whatever order a runner delivers them in); a job

@@ -5,6 +5,7 @@ from __future__ import annotations
 import bz2
 import gzip
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +16,7 @@ from pipeline.jobs.instances import (
     JobConfigError,
     NoInstancesError,
     run_instances_job,
+    run_instances_jobs,
 )
 from pipeline.runtime.beam_options import make_pipeline_options
 from tests.pipeline.shard_reading import read_shards
@@ -153,6 +155,58 @@ def test_spill_group_files_give_the_same_shards(tmp_path, sample_corpus_files, s
     for (groups, mb), (manifest, out) in runs.items():
         assert manifest["shards"] == baseline["shards"], (groups, mb)
         assert not (out / ".spill").exists()
+
+
+def test_jobs_sharing_stages_write_what_each_writes_alone(
+    tmp_path, sample_run, sample_corpus_files, sample_vocab_path
+):
+    """Three jobs in one pipeline (``run_instances_jobs``: shared instance-creation and
+    shard-writing stages), one of them with spill group files and one with a bad input line:
+    each job's shards, counts, rejects and manifest totals are those of the job run alone."""
+    corpus = str(sample_corpus_files[0].parent / "*.txt")
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"A fine first line here.\nBroken \xff bytes.\nAnd a last line.\n")
+    settings = {
+        "a": dict(inputs=[corpus], num_shards=5),
+        "b": dict(
+            inputs=[corpus],
+            num_shards=3,
+            max_seq_length=64,
+            dupe_factor=1,
+            max_predictions_per_seq=10,
+            spill_groups="always",
+            bucket_size=8,
+        ),
+        "c": dict(inputs=[corpus, str(bad)], num_shards=2, seed=11),
+    }
+    configs = [
+        InstancesJobConfig(
+            vocab=str(sample_vocab_path),
+            output=str(tmp_path / "together" / name),
+            **{"dupe_factor": 2, "seed": 7, **kw},
+        )
+        for name, kw in settings.items()
+    ]
+    options = make_pipeline_options(
+        ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]
+    )
+    together = run_instances_jobs(configs, options, progress=lambda m: None)
+    for config, manifest in zip(configs, together, strict=True):
+        alone_config = replace(config, output=config.output.replace("together", "alone"))
+        alone = run_instances_job(alone_config, make_pipeline_options([]), progress=lambda m: None)
+        assert manifest["shards"] == alone["shards"]
+        assert manifest["counts"] == alone["counts"]
+        assert manifest["totals"] == alone["totals"]
+        for name in ("rejects.jsonl",):
+            assert (Path(config.output) / name).read_text() == (
+                Path(alone_config.output) / name
+            ).read_text()
+    assert together[0]["shards"] == sample_run[0]["shards"]
+    assert together[2]["skipped"]["skipped_invalid_utf8_line"] == 1
+    assert (tmp_path / "together" / "a" / "rejects.jsonl").read_text() == ""
+    assert (
+        "skipped_invalid_utf8_line" in (tmp_path / "together" / "c" / "rejects.jsonl").read_text()
+    )
 
 
 def test_seed_changes_output_and_rerun_replaces_previous(
