@@ -389,10 +389,14 @@ def build_pipeline(
             slices.append(text["slices"])
             stats.append(text["stats"])
             rejects.append(text["rejects"])
+    tables: dict[tuple[str, bool], TokenTables] = {}  # one object per vocab: pickled once
+    for config, _, vocab, _ in jobs:
+        key = (vocab.sha256, config.reference_random_tokens)
+        tables.setdefault(key, token_tables(vocab, config))
     creates = {
         j: CreateInstancesFn(
             settings,
-            token_tables(vocab, config),
+            tables[vocab.sha256, config.reference_random_tokens],
             FileSystems.join(config.output, SPILL_DIR),
             config.num_shards,
             progress,
