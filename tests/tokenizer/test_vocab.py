@@ -162,3 +162,21 @@ def test_google_vocabularies(name: str, size: int, sha256: str) -> None:
     replacement = set(vocab.replacement_ids().tolist())
     assert not replacement & {0, 1, 100, 101, 102, 103}
     assert vocab.continuation_mask()[vocab.id_of("##s")]
+
+
+def test_pickles_without_its_id_table_and_unpickles_equal(tmp_path):
+    """Beam pickles (and bz2-compresses) a DoFn's vocab for every bundle processor: the id table
+    is rebuilt on load instead of carried, and a repeated token keeps its first id."""
+    import pickle
+
+    path = tmp_path / "vocab.txt"
+    path.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "a", "##c"]))
+    vocab = Vocab.from_file(str(path))
+    data = pickle.dumps(vocab, protocol=5)
+    back = pickle.loads(data)
+    assert back == vocab and back.token_to_id == vocab.token_to_id
+    assert back.id_of("a") == 5 and back.mask_id == 4
+    google = Vocab.from_file(str(CORPORA / "vocab" / "bert-base-uncased-vocab.txt"))
+    carried = len(pickle.dumps((google.tokens, google.sha256, google.token_to_id), protocol=5))
+    assert len(pickle.dumps(google, protocol=5)) < 0.6 * carried
+    assert pickle.loads(pickle.dumps(google)).token_to_id == google.token_to_id
