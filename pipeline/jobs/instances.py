@@ -343,15 +343,26 @@ Job = tuple[InstancesJobConfig, list[InputFile], Vocab, InstanceSettings]
 """One instances job ready to run: its config (shard count fixed), inputs, vocab and settings."""
 
 
+def slots_per_token(
+    config: InstancesJobConfig, estimate: OutputEstimate, sizes: DocumentSizes
+) -> float:
+    """Token slots one dupe pass is expected to write per input token (rows × row length over
+    tokens): how much work a pass over a bucket is, relative to other jobs' passes."""
+    tokens = sizes.total_tokens * max(1, config.dupe_factor)
+    return estimate.instances * config.max_seq_length / tokens if tokens else 1.0
+
+
 def build_pipeline(
     p: beam.Pipeline,
     jobs: list[Job],
     labels: list[str],
     progress: ProgressReporter | None = None,
+    pass_weights: list[float] | None = None,
 ) -> None:
     """Adds ``jobs`` to ``p`` (``labels``: the steps' name of each job, ``Job`` or ``Job0``...);
     each writes its shards, rejects.jsonl and a result file; each (bucket, dupe pass) done adds
-    its documents to ``progress``.
+    its documents to ``progress``. ``pass_weights[j]`` (``slots_per_token``) scales the weight of
+    job ``j``'s passes against the others', so the largest are dealt first across jobs.
 
     The jobs share their stages: one reads every job's token index files, one creates every
     job's instances, one writes every job's shards (``pipeline.runtime.per_job``), so the
@@ -406,7 +417,7 @@ def build_pipeline(
     created = (
         tuple(slices)
         | "AllSlices" >> beam.Flatten()
-        | "Instances" >> CreateInstances(creates, names)
+        | "Instances" >> CreateInstances(creates, names, dict(enumerate(pass_weights or [])))
     )
     spills = _spill_groups(created["spills"], jobs, labels)
     writes = {
@@ -554,11 +565,15 @@ def document_sizes(config: InstancesJobConfig, files: list[InputFile]) -> Docume
 
 
 def estimate_job(
-    config: InstancesJobConfig, files: list[InputFile], vocab: Vocab
+    config: InstancesJobConfig,
+    files: list[InputFile],
+    vocab: Vocab,
+    sizes: DocumentSizes | None = None,
 ) -> OutputEstimate:
-    """What the job is expected to write (``transforms.output_size.estimate_output``)."""
+    """What the job is expected to write (``transforms.output_size.estimate_output``), from
+    ``sizes`` (``document_sizes`` when not given)."""
     return estimate_output(
-        document_sizes(config, files),
+        sizes if sizes is not None else document_sizes(config, files),
         max_seq_length=config.max_seq_length,
         max_predictions_per_seq=config.max_predictions_per_seq,
         dupe_factor=config.dupe_factor,
@@ -867,10 +882,12 @@ def run_instances_jobs(
     prepared = []
     estimates: list[OutputEstimate] = []
     counts: list[ShardCount] = []
+    pass_weights: list[float] = []
     for config in configs:  # every check before any job's output is touched
         vocab, settings = check_config(config)
         files = expand_inputs(config.inputs)
-        estimate = estimate_job(config, files, vocab)
+        sizes = document_sizes(config, files)
+        estimate = estimate_job(config, files, vocab, sizes)
         count = shard_count(config, estimate)
         config = replace(config, num_shards=count.num_shards)
         progress(
@@ -883,6 +900,7 @@ def run_instances_jobs(
             f"~{mebibytes(estimate.total_bytes)} written in all (spills included)"
         )
         prepared.append((config, files, vocab, settings))
+        pass_weights.append(slots_per_token(config, estimate, sizes))
         estimates.append(estimate)
         counts.append(count)
     check_free_space([c for c, *_ in prepared], estimates, progress)
@@ -896,7 +914,7 @@ def run_instances_jobs(
     watch = progress_dir(configs[0].output)
     try:
         p = beam.Pipeline(options=pipeline_options)
-        build_pipeline(p, prepared, labels, ProgressReporter(watch))
+        build_pipeline(p, prepared, labels, ProgressReporter(watch), pass_weights)
         with ProgressMonitor(
             watch, "instances", _document_passes(prepared), "document passes", progress
         ) as monitor:

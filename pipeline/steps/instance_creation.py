@@ -40,13 +40,16 @@ def bucket_of(seed: int, key: str, num_buckets: int) -> int:
 
 
 class ExpandDupePassesFn(CountingDoFn):
-    """(bucket, RefTables) → ((bucket, dupe), path of the bucket's refs file) for every dupe
-    pass: the bucket's references, sorted by key, are written once (``bucket-NNNNNN.refs``) and
-    passes are independent tasks that carry only the path, so they spread over workers."""
+    """(bucket, RefTables) → ((bucket, dupe), path of the bucket's refs file, weight) for every
+    dupe pass: the bucket's references, sorted by key, are written once (``bucket-NNNNNN.refs``)
+    and passes are independent tasks that carry only the path, so they spread over workers. The
+    weight (bytes of the bucket's token data × ``weight_per_byte``, the job's expected slots
+    per token) says how much work a pass is (``LargestFirst``)."""
 
-    def __init__(self, dupe_factor: int, spill_dir: str) -> None:
+    def __init__(self, dupe_factor: int, spill_dir: str, weight_per_byte: float = 1.0) -> None:
         self._dupe_factor = dupe_factor
         self._spill_dir = spill_dir
+        self._weight_per_byte = weight_per_byte
 
     def process(self, element: tuple[int, list[RefTable]]):
         bucket, tables = element
@@ -56,8 +59,9 @@ class ExpandDupePassesFn(CountingDoFn):
             self.stats["single_document_buckets"] += 1
         path = FileSystems.join(self._spill_dir, f"bucket-{bucket:06d}.refs")
         write_bytes_atomically(path, pickle.dumps(ordered, protocol=5))
+        weight = int(ordered.sizes.sum() * self._weight_per_byte)
         for dupe in range(self._dupe_factor):
-            yield (bucket, dupe), path
+            yield (bucket, dupe), path, weight
 
 
 class BucketSlicesFn(CountingDoFn):
@@ -98,7 +102,8 @@ class BucketSlicesFn(CountingDoFn):
 
 
 class CreateInstancesFn(CountingDoFn):
-    """((bucket, dupe), refs) → TaskSpill: the pass's records, written to ``spill_dir``."""
+    """((bucket, dupe), refs path, weight) → TaskSpill: the pass's records, written to
+    ``spill_dir``."""
 
     def __init__(
         self,
@@ -114,8 +119,8 @@ class CreateInstancesFn(CountingDoFn):
         self._num_shards = num_shards
         self.progress = progress
 
-    def process(self, element: tuple[tuple[int, int], str]):
-        (bucket, dupe), refs_path = element
+    def process(self, element: tuple[tuple[int, int], str, int]):
+        (bucket, dupe), refs_path, _ = element
         with FileSystems.open(refs_path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
             refs: RefTable = pickle.loads(f.read())
         layout = load_layout(refs)
@@ -151,16 +156,46 @@ class AssignBuckets(beam.PTransform):
         )
 
 
+def largest_first(tasks: list[tuple[int, tuple[tuple[int, int], str, int]]]) -> list:
+    """``(job, task)`` pairs by decreasing weight (ties by job and task, so the order is fixed)."""
+    return sorted(tasks, key=lambda t: (-t[1][2], t[0], t[1][0]))
+
+
+class LargestFirst(beam.PTransform):
+    """PCollection[(job, task)] → the same tasks, spread over workers, largest first.
+
+    Beam's local runner gives each worker one bundle per stage, dealing the elements round
+    robin in the order they reach it; dealt by decreasing weight, the workers' shares differ
+    by about one task instead of by the luck of the draw (the idle tail of the stage). Other
+    runners rebalance on their own; for them this is a reshuffle with one small step before.
+    """
+
+    def expand(self, tasks):
+        return (
+            tasks
+            | "AllTasks" >> beam.combiners.ToList()
+            | "ByWeight" >> beam.FlatMap(largest_first)
+            | "Spread" >> beam.Reshuffle()
+        )
+
+
 class CreateInstances(beam.PTransform):
     """PCollection[((job, bucket), RefTable)] → outputs ``spills`` ((job, TaskSpill)) and
     ``stats`` ((job, counts)): the dupe passes of each job's buckets, each run by that job's
     ``CreateInstancesFn`` (``creates[job]``). All jobs share each stage (``PerJobFn``), so the
-    workers take their tasks from one pool."""
+    workers take their tasks from one pool, largest first (``pass_weights[job]``: the weight of
+    a job's passes per byte of token data, ``pipeline.jobs.instances.slots_per_token``)."""
 
-    def __init__(self, creates: Mapping[int, CreateInstancesFn], labels: Mapping[int, str]) -> None:
+    def __init__(
+        self,
+        creates: Mapping[int, CreateInstancesFn],
+        labels: Mapping[int, str],
+        pass_weights: Mapping[int, float] | None = None,
+    ) -> None:
         super().__init__()
+        weights = pass_weights or {}
         expands = {
-            job: ExpandDupePassesFn(fn.settings.dupe_factor, fn.spill_dir)
+            job: ExpandDupePassesFn(fn.settings.dupe_factor, fn.spill_dir, weights.get(job, 1.0))
             for job, fn in creates.items()
         }
         self._expand = PerJobFn(expands, labels)
@@ -177,7 +212,7 @@ class CreateInstances(beam.PTransform):
         )
         spilled = (
             tasks.tasks
-            | "SpreadTasks" >> beam.Reshuffle()
+            | "SpreadTasks" >> LargestFirst()
             | "CreateInstances" >> beam.ParDo(self._create).with_outputs(STATS_TAG, main="spills")
         )
         stats = (tasks[STATS_TAG], spilled[STATS_TAG]) | "FlattenStats" >> beam.Flatten()
