@@ -34,8 +34,9 @@ def read_json(path: str) -> dict:
 
 class WriteJobRejects(beam.PTransform):
     """A PCollection of (job, Reject dict) → ``<outputs[job]>/rejects.jsonl`` for every job, one
-    JSON object per line, sorted (the same file whatever order a runner delivers them in); a job
-    with none gets an empty file."""
+    JSON object per line in the order the runner delivers them (as Beam's text sink writes
+    them), streamed to the file: a job's rejects are never held in memory at once. A job with
+    none gets an empty file."""
 
     def __init__(self, outputs: Mapping[int, str]) -> None:
         super().__init__()
@@ -46,8 +47,17 @@ class WriteJobRejects(beam.PTransform):
 
         def write(job_lines: tuple[int, Iterable[str | None]]) -> None:
             job, lines = job_lines
-            text = "".join(line + "\n" for line in sorted(x for x in lines if x is not None))
-            write_bytes_atomically(paths[job], text.encode("utf-8"))
+            path = paths[job]
+            temp = temporary_name(path)
+            try:
+                with naming(path), FileSystems.create(temp) as f:
+                    for line in lines:
+                        if line is not None:
+                            f.write(line.encode("utf-8") + b"\n")
+            except BaseException:
+                _delete_quietly(temp)
+                raise
+            commit(temp, path)
 
         lines = rejects | "RejectsJson" >> beam.Map(
             lambda r: (r[0], json.dumps(r[1], sort_keys=True, ensure_ascii=False))

@@ -96,6 +96,9 @@ class WriteShardFn(beam.DoFn):
     """shard index → ShardResult: gathers the shard's block from every task's spill file, orders
     the records by (shuffle key, task, index), writes the shard atomically and verifies it."""
 
+    counter_namespace: str = NAMESPACE
+    """Where ``spill_block_reads`` is counted (one job's namespace in a shared stage)."""
+
     def __init__(
         self,
         output_dir: str,
@@ -119,14 +122,13 @@ class WriteShardFn(beam.DoFn):
         self._compression = compression
         self._offsets: dict | None = None
         self._records_out = 0
-        self._spills_id: int | None = None
+        self._spills: object = None  # held, so the cache below is never matched by a new list
         self._finished = FinishedFiles()
-        self.block_reads = beam.metrics.Metrics.counter(NAMESPACE, "spill_block_reads")
         self.last_shard_block_reads = 0
         """Ranged reads of spill files for the last shard written: one per block, any passes."""
 
     def process(self, index: int, spills: list[TaskSpill] | list[GroupSpill]):
-        if self._spills_id != id(spills):
+        if self._spills is not spills:
             counts = {}
             for spill in spills:
                 if isinstance(spill, GroupSpill):
@@ -134,7 +136,7 @@ class WriteShardFn(beam.DoFn):
                 else:
                     counts[spill.task] = spill.count
             self._offsets = task_offsets(counts)
-            self._spills_id = id(spills)
+            self._spills = spills
         reads = [self._read_for_shard(index, spill) for spill in spills]
         reads = [r for r in reads if r[3]]
         expected = sum(b[2] for r in reads for b in r[3])
@@ -256,7 +258,7 @@ class WriteShardFn(beam.DoFn):
         keys, tasks, indices, starts, ends = [], [], [], [], []
         base = 0
         for path, start, end, blocks in reads:
-            self.block_reads.inc()
+            beam.metrics.Metrics.counter(self.counter_namespace, "spill_block_reads").inc()
             self.last_shard_block_reads += 1
             length = end - start
             for task_id, r, count, low, high in blocks:

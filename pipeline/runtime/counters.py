@@ -54,7 +54,7 @@ class CountingDoFn(beam.DoFn):
     progress: ProgressReporter | None = None
     counter_namespace: str = NAMESPACE
     """Where ``finish_bundle`` reports the Beam counters (one job's namespace in a shared stage,
-    ``pipeline.steps.per_job``)."""
+    ``pipeline.runtime.per_job``)."""
 
     def start_bundle(self) -> None:
         self.stats: Counter[str] = Counter()

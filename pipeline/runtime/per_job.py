@@ -3,8 +3,10 @@
 The instance phases of ``bertprep run`` are several jobs (seq128/seq512 × train/eval) in one
 pipeline. As separate branches, the runner took each branch's stages one at a time, each with its
 own start-up and barrier; with ``PerJobFn`` every job shares one stage per step, so all their
-work is one pool for the workers. A job's DoFn sees exactly the elements, side input and bundle
-lifecycle it would see alone, so what it writes is the same.
+work is one pool for the workers. A job's DoFn sees exactly its own elements and side input
+values, so what it writes is the same; its lifecycle calls (``setup``, ``start_bundle``,
+``finish_bundle``, ``teardown``) come with every bundle of the shared stage, also one that holds
+none of its elements (the DoFns here do nothing then: counts are emitted only when non-empty).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ class PerJobFn(beam.DoFn):
 
     Tagged outputs (stats, rejects) are keyed the same way, and so is what each DoFn emits in
     ``finish_bundle``. ``CountingDoFn`` counters go to ``job_namespace(labels[job])``, so each
-    job's totals can be read back apart. With ``keyed_side_input``, the side input is a list of
+    job's totals can be read back apart (as do those of any DoFn with a ``counter_namespace``). With ``keyed_side_input``, the side input is a list of
     ``(job, value)`` and each DoFn gets the list of its own job's values (built once per side
     input, the same list object every call, as a DoFn caching on it expects).
     """
@@ -53,7 +55,7 @@ class PerJobFn(beam.DoFn):
             raise ValueError(f"no label for jobs {sorted(set(fns) - set(labels))}")
         self.fns = dict(fns)
         for job, fn in self.fns.items():
-            if isinstance(fn, CountingDoFn):
+            if isinstance(fn, CountingDoFn) or hasattr(fn, "counter_namespace"):
                 fn.counter_namespace = job_namespace(labels[job])
         self._keyed_side_input = keyed_side_input
         self._side_source: object = None

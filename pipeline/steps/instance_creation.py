@@ -183,8 +183,10 @@ class CreateInstances(beam.PTransform):
     """PCollection[((job, bucket), RefTable)] → outputs ``spills`` ((job, TaskSpill)) and
     ``stats`` ((job, counts)): the dupe passes of each job's buckets, each run by that job's
     ``CreateInstancesFn`` (``creates[job]``). All jobs share each stage (``PerJobFn``), so the
-    workers take their tasks from one pool, largest first (``pass_weights[job]``: the weight of
-    a job's passes per byte of token data, ``pipeline.jobs.instances.slots_per_token``)."""
+    workers take their tasks from one pool, largest first (a pass weighs its bucket's token bytes ×
+    ``pass_weights[job]``, the job's expected token slots per input token,
+    ``pipeline.jobs.instances.slots_per_token``; every job reads token files of one layout, so
+    bytes stand for tokens alike)."""
 
     def __init__(
         self,
