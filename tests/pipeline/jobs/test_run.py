@@ -80,6 +80,26 @@ def shard_hashes(out: Path) -> dict[str, list[str]]:
     }
 
 
+def test_each_phase_job_writes_alone_what_it_wrote_sharing_stages(sample_runs, tmp_path):
+    """The run's phases are four jobs reading token files in shared stages (one bucket-slice,
+    one instance-creation, one shard-writing stage for all): each job, run again on its own
+    from its manifest's config, writes the same shards, counts and totals."""
+    from pipeline.jobs.instances import InstancesJobConfig, run_instances_job
+
+    _, out = sample_runs.get(CLI_DEFAULTS)
+    manifests = sorted(out.glob("seq*/*/manifest.json"))
+    assert len(manifests) == 4
+    for path in manifests:
+        shared = json.loads(path.read_text())
+        alone_out = tmp_path / path.parent.relative_to(out)
+        config = InstancesJobConfig(**{**shared["config"], "output": str(alone_out)})
+        assert config.pretokenized
+        alone = run_instances_job(config, make_pipeline_options([]), progress=lambda m: None)
+        assert alone["shards"] == shared["shards"], path
+        assert alone["counts"] == shared["counts"], path
+        assert alone["totals"] == shared["totals"], path
+
+
 def split_ids(out: Path, side: str) -> list[str]:
     files = sorted((out / "split" / side).glob("documents-*.parquet"))
     return sorted(i for f in files for i in pq.read_table(f).column("doc_id").to_pylist())
