@@ -34,9 +34,9 @@ def read_json(path: str) -> dict:
 
 class WriteJobRejects(beam.PTransform):
     """A PCollection of (job, Reject dict) → ``<outputs[job]>/rejects.jsonl`` for every job, one
-    JSON object per line in the order the runner delivers them (as Beam's text sink writes
-    them), streamed to the file: a job's rejects are never held in memory at once. A job with
-    none gets an empty file."""
+    JSON object per line (``RejectsPart``) in the order the runner delivers them (as Beam's text
+    sink writes them), streamed to the file: a job's rejects are never held in memory at once.
+    A job with none gets an empty file."""
 
     def __init__(self, outputs: Mapping[int, str]) -> None:
         super().__init__()
@@ -45,26 +45,24 @@ class WriteJobRejects(beam.PTransform):
     def expand(self, rejects):
         paths = self._paths
 
-        def write(job_lines: tuple[int, Iterable[str | None]]) -> None:
-            job, lines = job_lines
-            path = paths[job]
-            temp = temporary_name(path)
+        def write(job_rejects: tuple[int, Iterable[dict | None]]) -> None:
+            job, items = job_rejects
+            part = RejectsPart(paths[job])
             try:
-                with naming(path), FileSystems.create(temp) as f:
-                    for line in lines:
-                        if line is not None:
-                            f.write(line.encode("utf-8") + b"\n")
+                for reject in items:
+                    if reject is not None:
+                        part.write(reject)
             except BaseException:
-                _delete_quietly(temp)
+                part.abandon()
                 raise
-            commit(temp, path)
+            if part.count:
+                part.close()
+            else:
+                write_bytes_atomically(paths[job], b"")
 
-        lines = rejects | "RejectsJson" >> beam.Map(
-            lambda r: (r[0], json.dumps(r[1], sort_keys=True, ensure_ascii=False))
-        )
         every = rejects.pipeline | "EveryJob" >> beam.Create([(job, None) for job in paths])
         return (
-            (lines, every)
+            (rejects, every)
             | "AllRejects" >> beam.Flatten()
             | "RejectsOfJob" >> beam.GroupByKey()
             | "WriteRejects" >> beam.Map(write)

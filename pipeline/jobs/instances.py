@@ -280,6 +280,11 @@ def token_tables(vocab: Vocab, config: InstancesJobConfig) -> TokenTables:
     )
 
 
+def spill_dir(config: InstancesJobConfig) -> str:
+    """Where the job's intermediate files go (refs, task spills, shard temporaries)."""
+    return FileSystems.join(config.output, SPILL_DIR)
+
+
 def _remove_spills(output: str) -> None:
     """Deletes the spill directory (intermediate records) of this or an interrupted earlier run."""
     delete_tree(FileSystems.join(output, SPILL_DIR))
@@ -403,12 +408,13 @@ def build_pipeline(
     tables: dict[tuple[str, bool], TokenTables] = {}  # one object per vocab: pickled once
     for config, _, vocab, _ in jobs:
         key = (vocab.sha256, config.reference_random_tokens)
-        tables.setdefault(key, token_tables(vocab, config))
+        if key not in tables:
+            tables[key] = token_tables(vocab, config)
     creates = {
         j: CreateInstancesFn(
             settings,
             tables[vocab.sha256, config.reference_random_tokens],
-            FileSystems.join(config.output, SPILL_DIR),
+            spill_dir(config),
             config.num_shards,
             progress,
         )
@@ -427,7 +433,7 @@ def build_pipeline(
             config.num_shards,
             config.compression,
             shard_names=tuple(config.shard_names) if config.shard_names is not None else None,
-            temp_dir=FileSystems.join(config.output, SPILL_DIR),
+            temp_dir=spill_dir(config),
         )
         for j, (config, *_) in enumerate(jobs)
     }
@@ -485,7 +491,7 @@ class _TextSlices(beam.PTransform):
             >> ReadBertTextDocuments(config.max_sentence_chars, config.max_document_sentences)
         )
         tokenized = read.documents | "Tokenize" >> TokenizeDocuments(
-            self._vocab, config.do_lower_case, FileSystems.join(config.output, SPILL_DIR)
+            self._vocab, config.do_lower_case, spill_dir(config)
         )
         slices = tokenized.documents | "AssignBuckets" >> AssignBuckets(
             config.seed, config.bucket_size
@@ -516,7 +522,7 @@ def _spill_groups(spills, jobs: list[Job], labels: list[str]):
             | f"{labels[j]}TaskSpills" >> beam.Map(lambda s: s[1])
             | f"{labels[j]}SpillGroups"
             >> CoalesceSpills(
-                FileSystems.join(config.output, SPILL_DIR),
+                spill_dir(config),
                 config.num_shards,
                 max(1, int(config.spill_group_mb * (1 << 20))),
             )
@@ -564,16 +570,11 @@ def document_sizes(config: InstancesJobConfig, files: list[InputFile]) -> Docume
     return text_document_sizes(text_bytes, _text_sample(files))
 
 
-def estimate_job(
-    config: InstancesJobConfig,
-    files: list[InputFile],
-    vocab: Vocab,
-    sizes: DocumentSizes | None = None,
-) -> OutputEstimate:
-    """What the job is expected to write (``transforms.output_size.estimate_output``), from
-    ``sizes`` (``document_sizes`` when not given)."""
+def estimate_job(config: InstancesJobConfig, sizes: DocumentSizes, vocab: Vocab) -> OutputEstimate:
+    """What the job is expected to write (``transforms.output_size.estimate_output``) from its
+    inputs' ``document_sizes``."""
     return estimate_output(
-        sizes if sizes is not None else document_sizes(config, files),
+        sizes,
         max_seq_length=config.max_seq_length,
         max_predictions_per_seq=config.max_predictions_per_seq,
         dupe_factor=config.dupe_factor,
@@ -887,7 +888,7 @@ def run_instances_jobs(
         vocab, settings = check_config(config)
         files = expand_inputs(config.inputs)
         sizes = document_sizes(config, files)
-        estimate = estimate_job(config, files, vocab, sizes)
+        estimate = estimate_job(config, sizes, vocab)
         count = shard_count(config, estimate)
         config = replace(config, num_shards=count.num_shards)
         progress(
