@@ -72,7 +72,9 @@ class WriteJobRejects(beam.PTransform):
 _WRITE_PIECE = 8 << 20  # bytes per write() of a large buffer
 
 
-def write_bytes_atomically(path: str, data: bytes | memoryview | np.ndarray) -> None:
+def write_bytes_atomically(
+    path: str, data: bytes | memoryview | np.ndarray, direct: bool = False
+) -> None:
     """Writes ``data`` (any contiguous buffer: a numpy array is written as its raw bytes, in
     pieces, without a copy) to ``path`` through a temporary name, so a reader never sees half a
     file.
@@ -83,7 +85,10 @@ def write_bytes_atomically(path: str, data: bytes | memoryview | np.ndarray) -> 
     temp = temporary_name(path)
     try:
         view = memoryview(data).cast("B")
-        with naming(path), FileSystems.create(temp) as f:
+        from pipeline.files import direct_io
+
+        opened = direct_io.create(temp) if direct else FileSystems.create(temp)
+        with naming(path), opened as f:
             for start in range(0, len(view), _WRITE_PIECE):
                 f.write(view[start : start + _WRITE_PIECE])
     except BaseException:

@@ -24,7 +24,11 @@ import apache_beam as beam
 import numpy as np
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
+from apache_beam.transforms.window import GlobalWindow
+from apache_beam.utils.timestamp import MIN_TIMESTAMP
+from apache_beam.utils.windowed_value import WindowedValue
 
+from pipeline.files import direct_io
 from pipeline.files.artifacts import commit, temporary_name
 from pipeline.files.page_cache import FinishedFiles
 from pipeline.files.spills import GroupSpill, TaskSpill, task_offsets
@@ -72,24 +76,21 @@ class ShardResult:
         return asdict(self)
 
 
-def _read_ranges_into(ranges: list[tuple[str, int, int]]) -> np.ndarray:
-    """The bytes of every (path, start, end) range, in order, in one new uint8 array: each range
-    is read straight into its place (no intermediate ``bytes``)."""
-    out = np.empty(sum(end - start for _, start, end in ranges), dtype=np.uint8)
-    view = memoryview(out)
-    position = 0
-    for path, start, end in ranges:
-        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-            f.seek(start)
-            target = position + end - start
-            while position < target:
-                got = f.readinto(view[position:target])
-                if not got:
-                    raise RuntimeError(
-                        f"spill file {path} is shorter than recorded ({start}..{end})"
-                    )
-                position += got
-    return out
+def _ranges(reads) -> list[tuple[str, int, int]]:
+    return [read[:3] for read in reads]
+
+
+@dataclass(frozen=True)
+class _ShardPlan:
+    """What one shard reads: (path, start, end, blocks) per spill file, and its passes."""
+
+    index: int
+    reads: list
+    passes: int
+
+    @property
+    def ranges(self) -> list[tuple[str, int, int]]:
+        return _ranges(self.reads)
 
 
 class WriteShardFn(beam.DoFn):
@@ -127,7 +128,25 @@ class WriteShardFn(beam.DoFn):
         self.last_shard_block_reads = 0
         """Ranged reads of spill files for the last shard written: one per block, any passes."""
 
+    def start_bundle(self) -> None:
+        self._queued: list[int] = []
+
     def process(self, index: int, spills: list[TaskSpill] | list[GroupSpill]):
+        """Queues shard ``index``: the bundle's shards are written by ``finish_bundle``, so that
+        each one's spill ranges are read while the one before is ordered and written."""
+        self._use(spills)
+        self._queued.append(index)
+        return ()
+
+    def finish_bundle(self):
+        queued, self._queued = self._queued, []
+        try:
+            for result in self.write_shards(queued):
+                yield WindowedValue(result, MIN_TIMESTAMP, [GlobalWindow()])
+        finally:
+            self._finished.flush()
+
+    def _use(self, spills: list[TaskSpill] | list[GroupSpill]) -> None:
         if self._spills is not spills:
             counts = {}
             for spill in spills:
@@ -137,12 +156,32 @@ class WriteShardFn(beam.DoFn):
                     counts[spill.task] = spill.count
             self._offsets = task_offsets(counts)
             self._spills = spills
-        reads = [self._read_for_shard(index, spill) for spill in spills]
+
+    def write_shards(self, indices: list[int]) -> Iterator[dict]:
+        """Writes shards ``indices`` (of the spills last given to ``process``) in that order and
+        yields their ``ShardResult`` dicts. A shard that fits ``buffer_bytes`` has its spill
+        ranges read by a thread while the shard before it is ordered and written."""
+        plans = [self._plan(index) for index in indices]
+        ahead = None
+        for k, plan in enumerate(plans):
+            data = ahead.result() if ahead is not None else None
+            ahead = None
+            if k + 1 < len(plans) and plans[k + 1].passes == 1:
+                ahead = direct_io.read_ranges_ahead(plans[k + 1].ranges)
+            yield self._write_shard(plan, data)
+
+    def _plan(self, index: int) -> _ShardPlan:
+        reads = [self._read_for_shard(index, spill) for spill in self._spills]
         reads = [r for r in reads if r[3]]
+        shard_bytes = sum(r[2] - r[1] for r in reads)
+        return _ShardPlan(index, reads, max(1, math.ceil(shard_bytes / self._buffer_bytes)))
+
+    def _write_shard(self, plan: _ShardPlan, data: np.ndarray | None) -> dict:
+        """Writes one shard (``data``: its single pass's ranges, already read, or None) and
+        verifies it."""
+        index, reads, passes = plan.index, plan.reads, plan.passes
         expected = sum(b[2] for r in reads for b in r[3])
         self.last_shard_block_reads = 0
-        shard_bytes = sum(r[2] - r[1] for r in reads)
-        passes = max(1, math.ceil(shard_bytes / self._buffer_bytes))
         if self._shard_names:
             name = self._shard_names[index]
         else:
@@ -156,7 +195,7 @@ class WriteShardFn(beam.DoFn):
         self._records_out = 0
         length = 0
         with FileSystems.create(temp, compression_type=ctype) as f:
-            for piece in self._shard_pieces(reads, passes):
+            for piece in self._shard_pieces(reads, passes, data):
                 digest.update(piece)
                 f.write(piece)
                 length += len(piece)
@@ -177,10 +216,7 @@ class WriteShardFn(beam.DoFn):
                 "trustworthy"
             )
         self._finished.add(final)  # not read again by the job (see pipeline.files.page_cache)
-        yield ShardResult(index, final, found, written, size).to_json()
-
-    def finish_bundle(self):
-        self._finished.flush()
+        return ShardResult(index, final, found, written, size).to_json()
 
     def _read_for_shard(self, index: int, spill: TaskSpill | GroupSpill):
         """(path, start, end, blocks) of what shard ``index`` needs from one spill file: one
@@ -202,7 +238,7 @@ class WriteShardFn(beam.DoFn):
             position += length
         return spill.path, start, end, blocks
 
-    def _shard_pieces(self, reads, passes: int) -> Iterator[memoryview]:
+    def _shard_pieces(self, reads, passes: int, data=None) -> Iterator[memoryview]:
         """The shard's framed records in shard order, in pieces of at most ``_WRITE_BYTES``.
 
         Records are ordered by (shuffle key, task, index). Keys are uniform, so one pass per key
@@ -212,7 +248,8 @@ class WriteShardFn(beam.DoFn):
         located, grouped and gathered by compiled kernels (no Python object per record).
         """
         if passes == 1:
-            data = _read_ranges_into([read[:3] for read in reads])
+            if data is None:
+                data = direct_io.read_ranges_into(_ranges(reads))
             located = self._locate_frames(data, reads)
             if located is not None:
                 yield from self._ordered(data, *located)
@@ -222,7 +259,7 @@ class WriteShardFn(beam.DoFn):
             files = [open(os.path.join(local, f"pass-{i:04d}"), "w+b") for i in range(passes)]  # noqa: SIM115
             try:
                 for read in reads:
-                    data = _read_ranges_into([read[:3]])
+                    data = direct_io.read_ranges_into([read[:3]])
                     located = self._locate_frames(data, [read])
                     if located is None:
                         continue

@@ -9,6 +9,7 @@ runner has to hold the records in memory.
 
 from __future__ import annotations
 
+import functools
 import math
 import pickle
 from collections.abc import Mapping
@@ -19,6 +20,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.files.artifacts import write_bytes_atomically
+from pipeline.files.direct_io import BackgroundWrites
 from pipeline.files.spills import TaskSpill
 from pipeline.runtime.counters import STATS_TAG, CountingDoFn
 from pipeline.runtime.per_job import PerJobFn
@@ -119,6 +121,14 @@ class CreateInstancesFn(CountingDoFn):
         self._num_shards = num_shards
         self.progress = progress
 
+    def start_bundle(self) -> None:
+        super().start_bundle()
+        self._writes = BackgroundWrites()
+
+    def finish_bundle(self):
+        self._writes.wait()
+        return super().finish_bundle()
+
     def process(self, element: tuple[tuple[int, int], str, int]):
         (bucket, dupe), refs_path, _ = element
         with FileSystems.open(refs_path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
@@ -132,7 +142,9 @@ class CreateInstancesFn(CountingDoFn):
         data, bounds = residue_spill(framed, np.asarray(keys, dtype=np.int64), self._num_shards)
         del framed
         path = FileSystems.join(self.spill_dir, f"task-{bucket:06d}-{dupe:04d}.spill")
-        write_bytes_atomically(path, data)
+        # Written by a thread while the next task is created; done before the bundle ends.
+        self._writes.submit(functools.partial(write_bytes_atomically, path, data, direct=True))
+        del data
         if self.progress is not None:
             self.progress.add(len(refs))
         yield TaskSpill(bucket, dupe, len(keys), path, bounds)

@@ -33,15 +33,24 @@ def spills(tmp_path) -> list[TaskSpill]:
     return out
 
 
+def write_bundle(fn: WriteShardFn, indices, tasks: list) -> tuple[list[dict], list[int]]:
+    """One bundle of shards ``indices``, run as a runner does: ``process`` only queues, the
+    shards are written by ``finish_bundle``. (results, spill block reads of each shard)."""
+    fn.start_bundle()
+    for index in indices:
+        assert list(fn.process(index, tasks)) == []
+    results, reads = [], []
+    for out in fn.finish_bundle():
+        results.append(out.value)
+        reads.append(fn.last_shard_block_reads)
+    return results, reads
+
+
 def write_all(tmp_path, name: str, tasks: list, buffer_bytes: int):
     out = tmp_path / name
     out.mkdir()
     fn = WriteShardFn(str(out), "instances", NUM_SHARDS, "none", buffer_bytes=buffer_bytes)
-    results, reads = [], []
-    for index in range(NUM_SHARDS):
-        results += list(fn.process(index, tasks))
-        reads.append(fn.last_shard_block_reads)
-    return results, reads
+    return write_bundle(fn, range(NUM_SHARDS), tasks)
 
 
 def test_passes_write_the_same_bytes_and_read_each_block_once(tmp_path):
@@ -57,6 +66,26 @@ def test_passes_write_the_same_bytes_and_read_each_block_once(tmp_path):
             found, _, leftover = count_and_hash_records(f)
         assert found == result["records"] and not leftover
     assert not list((tmp_path / "many-passes").glob(".tmp-*"))
+
+
+def test_a_bundle_mixing_one_pass_and_many_pass_shards_writes_the_same_bytes(tmp_path):
+    """Shards that fit the buffer are read ahead, one shard early; larger ones are read pass by
+    pass: in any mix and any order, every shard holds what it holds written alone."""
+    tasks = spills(tmp_path)
+    alone, _ = write_all(tmp_path, "alone", tasks, buffer_bytes=1 << 30)
+    out = tmp_path / "mixed"
+    out.mkdir()
+    probe = WriteShardFn(str(out), "instances", NUM_SHARDS, "none")
+    probe._use(tasks)
+    spill_bytes = sorted(sum(r[2] - r[1] for r in probe._plan(i).reads) for i in range(NUM_SHARDS))
+    fn = WriteShardFn(str(out), "instances", NUM_SHARDS, "none", buffer_bytes=spill_bytes[1])
+    order = [2, 0, 1]
+    mixed, reads = write_bundle(fn, order, tasks)
+    assert {fn._plan(i).passes for i in order} == {1, 2}
+    by_index = {r["index"]: r for r in alone}
+    assert [r["index"] for r in mixed] == order
+    assert [r["content_sha256"] for r in mixed] == [by_index[i]["content_sha256"] for i in order]
+    assert reads == [len(tasks)] * NUM_SHARDS
 
 
 def merge_groups(tmp_path, tasks: list[TaskSpill], target_bytes: int):
@@ -92,7 +121,7 @@ def test_results_record_each_file_size_as_written(tmp_path):
         out = tmp_path / compression
         out.mkdir()
         fn = WriteShardFn(str(out), "instances", NUM_SHARDS, compression)
-        results = [r for index in range(NUM_SHARDS) for r in fn.process(index, tasks)]
+        results, _ = write_bundle(fn, range(NUM_SHARDS), tasks)
         assert [r["bytes"] for r in results] == [os.path.getsize(r["path"]) for r in results]
         if compression == "gzip":
             assert all(r["path"].endswith(".gz") for r in results)
@@ -111,12 +140,10 @@ def test_a_damaged_or_truncated_spill_fails_naming_the_file(tmp_path):
     data[first] ^= 0x01  # a length one byte off: the block's frames no longer end where recorded
     path.write_bytes(bytes(data))
     with pytest.raises(ValueError, match=r"spill .*task-0-0.spill: a block of \d+ records"):
-        for index in range(NUM_SHARDS):
-            list(fn.process(index, tasks))
+        write_bundle(fn, range(NUM_SHARDS), tasks)
     path.write_bytes(bytes(data[:10]))  # cut inside the first block
     with pytest.raises(RuntimeError, match=r"task-0-0.spill is shorter than recorded"):
-        for index in range(NUM_SHARDS):
-            list(fn.process(index, tasks))
+        write_bundle(fn, range(NUM_SHARDS), tasks)
     assert not list((tmp_path / "out").glob("*.tfrecord"))
 
 
@@ -139,7 +166,7 @@ def test_a_shard_that_lost_bytes_on_the_way_to_disk_fails(tmp_path, monkeypatch,
     out.mkdir()
     fn = WriteShardFn(str(out), "instances", NUM_SHARDS, compression)
     with pytest.raises((RuntimeError, OSError, EOFError), match="trustworthy|Compressed|EOF|end"):
-        list(fn.process(0, tasks))
+        write_bundle(fn, [0], tasks)
 
 
 def test_gzip_shards_hold_the_same_records_as_uncompressed_ones(tmp_path):
@@ -148,7 +175,7 @@ def test_gzip_shards_hold_the_same_records_as_uncompressed_ones(tmp_path):
     out = tmp_path / "gz"
     out.mkdir()
     fn = WriteShardFn(str(out), "instances", NUM_SHARDS, "gzip")
-    gz = [r for i in range(NUM_SHARDS) for r in fn.process(i, tasks)]
+    gz, _ = write_bundle(fn, range(NUM_SHARDS), tasks)
     assert [r["content_sha256"] for r in gz] == [r["content_sha256"] for r in plain]
     assert [r["records"] for r in gz] == [r["records"] for r in plain]
     for result in plain:
