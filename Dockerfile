@@ -26,5 +26,7 @@ RUN pip install --no-cache-dir ".[${EXTRAS}]" \
  && python -c "import pipeline.cli, tokenizers, google_crc32c; print('bertprep worker ok')" \
  && python -m transforms.kernel_cache  # the phases' numba kernels compiled into the image
 
+# Arrow's system allocator on workers too, as the CLI sets it (pipeline/runtime/arrow_memory.py).
+ENV ARROW_DEFAULT_MEMORY_POOL=system
 # The Beam SDK harness stays the entry point.
 ENTRYPOINT ["/opt/apache/beam/boot"]

@@ -135,6 +135,9 @@ def main(argv: list[str] | None = None) -> int:
     local runner's error logs and thread tracebacks that come with them, only with --verbose.
     """
     argv = sys.argv[1:] if argv is None else argv
+    from pipeline.runtime.arrow_memory import prefer_system_allocator
+
+    prefer_system_allocator()  # before anything imports pyarrow (Beam does), workers inherit it
     verbose = "-v" in argv or "--verbose" in argv
     _quiet_logging(verbose, argv)
     parser = build_parser()

@@ -57,7 +57,12 @@ WARM_MODULES = (
 
 FORKED_WORKERS_ENV = "BERTPREP_FORKED_WORKERS"
 """``0`` turns the zygote off: every worker is then a new process, as Beam starts them."""
-_SAME_FOR_ZYGOTE = ("PYTHONPATH", "PYTHONHASHSEED", "BERTPREP_WORKER_DATAFLOW_CLIENT")
+_SAME_FOR_ZYGOTE = (
+    "PYTHONPATH",
+    "PYTHONHASHSEED",
+    "BERTPREP_WORKER_DATAFLOW_CLIENT",
+    "ARROW_DEFAULT_MEMORY_POOL",
+)
 """Environment variables that act when a process starts: a worker whose environment differs
 from the zygote's in one of them is started as a new process instead."""
 _READY_TIMEOUT_S = 120.0
