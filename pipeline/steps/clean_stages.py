@@ -38,7 +38,7 @@ from pipeline.runtime.counters import CountingDoFn
 from pipeline.runtime.progress import ProgressReporter
 from transforms import duplicate_keys as dk
 from transforms.rejects import Reject
-from transforms.seeding import stable_hash64
+from transforms.seeding import stable_hasher
 
 STAGING = ".staging"
 EXACT_TAG = "exact"
@@ -205,6 +205,8 @@ class _ChunkWriter:
         self.near = dedup == "near"
         self.exact = dedup in ("exact", "near")
         self.punkt_seed = punkt_seed
+        if punkt_seed is not None:  # stable_hash64(punkt_seed, "punkt", doc_id), prefix once
+            self._punkt_key = stable_hasher(punkt_seed, "punkt")
         self.staging = staging
         self.part = ParquetPart(chunk_path(staging, unit, chunk), _staged_schema(self.near))
         self.documents = 0
@@ -246,7 +248,7 @@ class _ChunkWriter:
                 else:  # no words: a near duplicate of nothing, so in no shared bucket
                     self.bands.append(dk.unique_band_hashes(location, nd.NUM_BANDS))
             if self.punkt_seed is not None:
-                self.punkt_keys.append(stable_hash64(self.punkt_seed, "punkt", row["doc_id"]))
+                self.punkt_keys.append(self._punkt_key(row["doc_id"]))
         self.part.write(self.batch)
         self.batch = []
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from transforms.seeding import numpy_rng, python_rng, stable_hash64
+from transforms.seeding import numpy_rng, python_rng, stable_hash64, stable_hasher
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -28,6 +28,18 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_stable_hash64_pinned_values(parts, expected):
     # Pinned: changing the hash changes every output of every run (and breaks resumption).
     assert stable_hash64(*parts) == expected
+
+
+@pytest.mark.parametrize("split", [0, 1, 2, 4])
+def test_a_hasher_with_its_prefix_hashed_once_gives_the_same_hashes(split):
+    for parts in [(12345, "pairs", 0, 0), (7, "bucket", "doc-é\n'\"", ("x", 1)), ()]:
+        if split <= len(parts):
+            hasher = stable_hasher(*parts[:split])
+            assert hasher(*parts[split:]) == stable_hash64(*parts)
+            assert hasher(*parts[split:]) == stable_hash64(*parts)  # the prefix state is reused
+    bucket = stable_hasher(99, "bucket")
+    keys = [f"wiki/{i}" for i in range(500)]
+    assert [bucket(k) for k in keys] == [stable_hash64(99, "bucket", k) for k in keys]
 
 
 def test_stable_hash64_is_64_bit_unsigned():
