@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
+from transforms.copy_kernel import copy_elements
 from transforms.crc32c_kernel import crc32c
 
 _VARINT_LIMIT = 1 << 28
@@ -300,7 +301,7 @@ def _place_frames(out, data, offsets, places):
     for j in range(len(places)):
         start = offsets[j]
         size = offsets[j + 1] - start
-        out[places[j] : places[j] + size] = data[start : start + size]
+        copy_elements(out, places[j], data, start, size)
 
 
 def residue_spill(batches: list[FramedRecords], keys: np.ndarray, num_shards: int):
@@ -372,6 +373,6 @@ def gather_frames(data: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.
     pos = 0
     for i in range(len(starts)):
         size = ends[i] - starts[i]
-        out[pos : pos + size] = data[starts[i] : ends[i]]
+        copy_elements(out, pos, data, starts[i], size)
         pos += size
     return out

@@ -12,6 +12,8 @@ from itertools import chain
 import numba
 import numpy as np
 
+from transforms.copy_kernel import copy_elements
+
 
 @dataclass(frozen=True)
 class TokenizedDocument:
@@ -89,7 +91,7 @@ def _unpack(buf, words, positions, sizes, num_sentences):
         if sizes[d] != head + 4 * last:
             return tokens, starts, lengths, bounds, d
         q = (p + head) // 4  # every document starts at a multiple of 4 bytes
-        tokens[t : t + last] = words[q : q + last]
+        copy_elements(tokens, t, words, q, last)
         t += last
         bounds[d + 1] = s
     return tokens, starts, lengths, bounds, -1
@@ -98,7 +100,7 @@ def _unpack(buf, words, positions, sizes, num_sentences):
 @numba.njit(cache=True)
 def _copy_ranges(src, starts, sizes, dest, positions):
     for i in range(len(starts)):
-        dest[positions[i] : positions[i] + sizes[i]] = src[starts[i] : starts[i] + sizes[i]]
+        copy_elements(dest, positions[i], src, starts[i], sizes[i])
 
 
 def copy_ranges(
