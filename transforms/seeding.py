@@ -32,7 +32,7 @@ def stable_hash64(*parts: object) -> int:
 def stable_hasher(*prefix: object) -> Callable[..., int]:
     """``f`` with ``f(*rest) == stable_hash64(*prefix, *rest)``, the prefix hashed once: for one
     hash per record under a fixed seed and purpose (``stable_hasher(seed, "bucket")(key)``);
-    about 2.5× faster per call than ``stable_hash64`` with three parts."""
+    about 1.7× faster per call than ``stable_hash64`` with three parts."""
     base = hashlib.blake2b(digest_size=8)
     _feed(base, prefix)
 
