@@ -174,6 +174,7 @@ def create(path: str):
     takes ``O_DIRECT``, else Beam's ordinary writer (same bytes)."""
     local = _local(path)
     if local is not None:
+        os.makedirs(os.path.dirname(local) or ".", exist_ok=True)  # as Beam's local create does
         fd = _open_direct(local, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         if fd >= 0:
             return DirectWriter(fd)
