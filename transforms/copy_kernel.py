@@ -61,8 +61,8 @@ def copy_elements(dst, dst_start, src, src_start, count) -> None:
         count < 0
         or dst_start < 0
         or src_start < 0
-        or dst_start + count > dst.size
-        or src_start + count > src.size
+        or count > dst.size - dst_start  # (not dst_start + count: that can overflow)
+        or count > src.size - src_start
     ):
         raise IndexError("copy_elements: a range lies outside its array")
     if count:

@@ -11,9 +11,9 @@ system time. The job reads a spill once and a shard not at all, so the cache buy
 Bytes go through reused, page-aligned staging buffers (the device needs aligned addresses,
 lengths and offsets); the last piece of a file is padded to the alignment and the file then cut
 to its length. A writer hands each full buffer to its own thread and fills the other meanwhile;
-ranged reads run on a few threads at once. Where a file system refuses ``O_DIRECT`` (tmpfs, some
-network mounts) or a path is not local, files are written and read the ordinary way: the bytes
-are the same either way.
+ranged reads run on a few threads at once. Where a file system refuses ``O_DIRECT`` (at the
+open, or the device at the first write or read of a file), or a path is not local, files are
+written and read the ordinary way: the bytes are the same either way.
 """
 
 from __future__ import annotations
@@ -42,13 +42,31 @@ _O_DIRECT = getattr(os, "O_DIRECT", 0)
 _pool: list[mmap.mmap] = []
 _pool_lock = threading.Lock()
 _executors: dict[tuple[int, str], concurrent.futures.ThreadPoolExecutor] = {}
+_background_lock = threading.Lock()
+_background: dict[int, concurrent.futures.Future] = {}
+"""This process's last background write (``BackgroundWrites``), by pid."""
+
+
+def _after_fork_in_child() -> None:
+    """A forked child starts with its own locks and an empty pool (the parent's buffers and
+    threads are the parent's)."""
+    global _pool_lock, _background_lock
+    _pool_lock = threading.Lock()
+    _background_lock = threading.Lock()
+    _pool.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _take() -> mmap.mmap:
     """A page-aligned buffer of ``STAGING_BYTES`` from the process's pool (its pages stay mapped
     and warm from one file to the next); give it back with ``_give``."""
     with _pool_lock:
-        return _pool.pop() if _pool else mmap.mmap(-1, STAGING_BYTES)
+        if _pool:
+            return _pool.pop()
+    return mmap.mmap(-1, STAGING_BYTES, flags=mmap.MAP_PRIVATE)
 
 
 def _give(buffer: mmap.mmap) -> None:
@@ -92,13 +110,19 @@ def _open_direct(local: str, flags: int) -> int:
 class DirectWriter:
     """A new local binary file written with ``O_DIRECT``. ``write`` copies any contiguous buffer
     into a staging buffer; a full one is written by the writer's thread while the next fills.
-    ``close`` writes the padded last piece, waits, and cuts the file to the bytes written; an
-    error of the thread is raised by the next ``write`` or by ``close``. One writer per file, used
-    from one thread."""
+    ``close`` writes the padded last piece, waits, and cuts the file to the bytes written. An
+    error of the thread is raised by the ``write`` that next fills a buffer, or else by
+    ``close``. One writer per file, used from one thread."""
 
     def __init__(self, fd: int) -> None:
+        first = _take()
+        try:
+            second = _take()
+        except BaseException:
+            _give(first)
+            raise
         self._fd = fd
-        self._buffers = [_take(), _take()]
+        self._buffers = [first, second]
         self._views = [memoryview(b) for b in self._buffers]
         self._current = 0
         self._filled = 0
@@ -177,27 +201,37 @@ def create(path: str):
         os.makedirs(os.path.dirname(local) or ".", exist_ok=True)  # as Beam's local create does
         fd = _open_direct(local, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         if fd >= 0:
-            return DirectWriter(fd)
+            try:
+                return DirectWriter(fd)
+            except BaseException:
+                os.close(fd)
+                raise
     return FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED)
 
 
 class BackgroundWrites:
     """Whole-file writes run on one thread of this process while the caller goes on with its
-    next piece of work; one runs at a time, and ``submit`` first waits for the one before (so at
-    most one caller's buffer is held beyond the caller's own). ``wait`` returns when every write
-    is done and raises the first error."""
+    next piece of work. One background write runs at a time in a process, whoever submitted it
+    (the jobs sharing a stage each have their own ``BackgroundWrites``): ``submit`` first waits
+    for the process's previous one, so at most one buffer waits beyond the callers' own.
+    ``wait`` returns when this object's writes are done and raises the first error."""
 
     def __init__(self) -> None:
-        self._running: concurrent.futures.Future | None = None
+        self._futures: list[concurrent.futures.Future] = []
 
     def submit(self, write: Callable[[], None]) -> None:
-        self.wait()
-        self._running = _executor("background", 1).submit(write)
+        with _background_lock:
+            previous = _background.get(os.getpid())
+            if previous is not None:
+                concurrent.futures.wait([previous])  # its error is its submitter's to raise
+            future = _executor("background", 1).submit(write)
+            _background[os.getpid()] = future
+        self._futures.append(future)
 
     def wait(self) -> None:
-        running, self._running = self._running, None
-        if running is not None:
-            running.result()
+        futures, self._futures = self._futures, []
+        for future in futures:
+            future.result()
 
 
 def read_ranges_ahead(ranges: list[tuple[str, int, int]]) -> concurrent.futures.Future:
@@ -227,30 +261,47 @@ def read_ranges_into(ranges: list[tuple[str, int, int]]) -> np.ndarray:
 def _read_range(path: str, start: int, end: int, into: memoryview) -> None:
     local = _local(path)
     fd = _open_direct(local, os.O_RDONLY) if local is not None else -1
-    if fd < 0:
-        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-            f.seek(start)
-            position = 0
-            while position < end - start:
-                got = f.readinto(into[position:])
-                if not got:
-                    raise RuntimeError(f"{path} is shorter than recorded ({start}..{end})")
-                position += got
-        return
+    if fd >= 0:
+        try:
+            if _read_direct(fd, path, start, end, into):
+                return
+        finally:
+            os.close(fd)
+    # No O_DIRECT here (refused at open, or by the device at the first read): the ordinary way.
+    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        f.seek(start)
+        position = 0
+        while position < end - start:
+            got = f.readinto(into[position:])
+            if not got:
+                raise RuntimeError(f"{path} is shorter than recorded ({start}..{end})")
+            position += got
+
+
+def _read_direct(fd: int, path: str, start: int, end: int, into: memoryview) -> bool:
+    """Reads ``start .. end`` of ``fd`` into ``into`` in aligned pieces; False when the device
+    refuses the alignment (EINVAL) at the first piece, so nothing was read."""
     stage = _take()
     staged = memoryview(stage)
     try:
         offset = start - start % ALIGN
+        first = True
         while offset < end:
             want = min(STAGING_BYTES, -(-(end - offset) // ALIGN) * ALIGN)
-            got = os.preadv(fd, [staged[:want]], offset)
+            try:
+                got = os.preadv(fd, [staged[:want]], offset)
+            except OSError as e:
+                if first and e.errno == errno.EINVAL:
+                    return False
+                raise
+            first = False
             high = min(end, offset + want)
             if offset + got < high:
                 raise RuntimeError(f"{path} is shorter than recorded ({start}..{end})")
             low = max(start, offset)
             into[low - start : high - start] = staged[low - offset : high - offset]
             offset += want
+        return True
     finally:
         staged.release()
         _give(stage)
-        os.close(fd)

@@ -13,6 +13,7 @@ decompressed, counted and hashed. Its result records the file's size in bytes.
 
 from __future__ import annotations
 
+import concurrent.futures
 import hashlib
 import math
 import os
@@ -163,12 +164,16 @@ class WriteShardFn(beam.DoFn):
         ranges read by a thread while the shard before it is ordered and written."""
         plans = [self._plan(index) for index in indices]
         ahead = None
-        for k, plan in enumerate(plans):
-            data = ahead.result() if ahead is not None else None
-            ahead = None
-            if k + 1 < len(plans) and plans[k + 1].passes == 1:
-                ahead = direct_io.read_ranges_ahead(plans[k + 1].ranges)
-            yield self._write_shard(plan, data)
+        try:
+            for k, plan in enumerate(plans):
+                data = ahead.result() if ahead is not None else None
+                ahead = None
+                if k + 1 < len(plans) and plans[k + 1].passes == 1:
+                    ahead = direct_io.read_ranges_ahead(plans[k + 1].ranges)
+                yield self._write_shard(plan, data)
+        finally:
+            if ahead is not None:  # a shard failed: let the read ahead end, its result unused
+                concurrent.futures.wait([ahead])
 
     def _plan(self, index: int) -> _ShardPlan:
         reads = [self._read_for_shard(index, spill) for spill in self._spills]

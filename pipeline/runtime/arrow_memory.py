@@ -22,5 +22,6 @@ DEFAULT_POOL = "system"
 
 def prefer_system_allocator() -> None:
     """Sets ``ARROW_DEFAULT_MEMORY_POOL=system`` for this process and its children unless it is
-    set already; acts only if pyarrow is not imported yet."""
+    set already. Arrow reads it once, when pyarrow is imported: in a process that imported it
+    before, only its children are affected."""
     os.environ.setdefault(ARROW_POOL_ENV, DEFAULT_POOL)

@@ -33,7 +33,7 @@ def test_copies_equal_slice_assignment(dtype):
 
 @pytest.mark.parametrize(
     ("dst_start", "src_start", "count"),
-    [(-1, 0, 4), (0, -1, 4), (0, 0, -1), (7, 0, 4), (0, 7, 4), (0, 0, 11)],
+    [(-1, 0, 4), (0, -1, 4), (0, 0, -1), (7, 0, 4), (0, 7, 4), (0, 0, 11), (1, 1, 2**63 - 1)],
 )
 def test_a_range_outside_its_array_is_refused(dst_start, src_start, count):
     dst, src = np.zeros(10, np.uint8), np.arange(10, dtype=np.uint8)

@@ -76,16 +76,54 @@ def test_a_device_that_refuses_the_alignment_goes_on_through_the_cache(tmp_path,
     assert refused and (tmp_path / "f").read_bytes() == data
 
 
-def test_other_write_errors_are_raised(tmp_path, monkeypatch):
+def test_other_write_errors_are_raised_by_the_next_filling_write_or_by_close(tmp_path, monkeypatch):
     def write(fd, view):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(direct_io.os, "write", write)
     f = direct_io.create(str(tmp_path / "f"))
+    f.write(payload(STAGING_BYTES + 1))  # the first piece goes to the writer's thread
     with pytest.raises(OSError, match="No space left"):
-        f.write(payload(STAGING_BYTES + 1))
         f.close()
     f.close()  # closing again does nothing
+    g = direct_io.create(str(tmp_path / "g"))
+    with pytest.raises(OSError, match="No space left"):
+        g.write(payload(2 * STAGING_BYTES))  # the second full buffer waits for the first
+    with pytest.raises(OSError, match="No space left"):
+        g.close()
+
+
+def test_a_device_that_refuses_direct_reads_is_read_the_ordinary_way(tmp_path, monkeypatch):
+    path = tmp_path / "spill"
+    data = payload(3 * STAGING_BYTES + 5)
+    write_in_pieces(path, data, STAGING_BYTES)
+    refused = []
+
+    def preadv(fd, buffers, offset):
+        refused.append(offset)
+        raise OSError(errno.EINVAL, "Invalid argument")
+
+    monkeypatch.setattr(direct_io.os, "preadv", preadv)
+    ranges = [(str(path), 3, STAGING_BYTES + 9), (str(path), 2 * STAGING_BYTES, len(data))]
+    got = direct_io.read_ranges_into(ranges)
+    assert refused and got.tobytes() == data[3 : STAGING_BYTES + 9] + data[2 * STAGING_BYTES :]
+
+
+def test_a_read_error_after_the_first_piece_is_raised(tmp_path, monkeypatch):
+    path = tmp_path / "spill"
+    write_in_pieces(path, payload(3 * STAGING_BYTES), STAGING_BYTES)
+    real = os.preadv
+    calls = []
+
+    def preadv(fd, buffers, offset):
+        calls.append(offset)
+        if len(calls) > 1:
+            raise OSError(errno.EIO, "Input/output error")
+        return real(fd, buffers, offset)
+
+    monkeypatch.setattr(direct_io.os, "preadv", preadv)
+    with pytest.raises(OSError, match="Input/output error"):
+        direct_io.read_ranges_into([(str(path), 0, 3 * STAGING_BYTES)])
 
 
 def test_ranges_read_back_exactly_at_any_offset(tmp_path):
@@ -135,12 +173,34 @@ def test_background_writes_finish_by_wait_and_report_failures(tmp_path):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     writes.submit(fail)
+    other = BackgroundWrites()
+    other.submit(lambda: None)  # waits for the failed write, does not take its error
+    other.wait()
     with pytest.raises(OSError, match="No space left"):
         writes.wait()
-    writes.submit(fail)
-    with pytest.raises(OSError, match="No space left"):
-        writes.submit(lambda: None)  # the next submit waits for the one before
-    writes.wait()
+    writes.wait()  # reported once
+
+
+def test_one_background_write_at_a_time_in_a_process_whoever_submits():
+    import threading
+
+    release = threading.Event()
+    first, second = BackgroundWrites(), BackgroundWrites()
+    first.submit(release.wait)
+    submitted = threading.Event()
+
+    def submit_second() -> None:
+        second.submit(lambda: None)
+        submitted.set()
+
+    thread = threading.Thread(target=submit_second)
+    thread.start()
+    assert not submitted.wait(0.3)  # the second object's submit waits for the first's write
+    release.set()
+    thread.join(5)
+    assert submitted.is_set()
+    first.wait()
+    second.wait()
 
 
 def test_staging_buffers_are_reused(tmp_path):
