@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import random
 from collections.abc import Callable
@@ -29,10 +30,12 @@ def stable_hash64(*parts: object) -> int:
     return int.from_bytes(h.digest(), "little")
 
 
+@functools.lru_cache(maxsize=64)
 def stable_hasher(*prefix: object) -> Callable[..., int]:
     """``f`` with ``f(*rest) == stable_hash64(*prefix, *rest)``, the prefix hashed once: for one
     hash per record under a fixed seed and purpose (``stable_hasher(seed, "bucket")(key)``);
-    about 1.7× faster per call than ``stable_hash64`` with three parts."""
+    about 1.7× faster per call than ``stable_hash64`` with three parts. One hasher per prefix
+    is kept (the parts must be hashable), so a per-record function can ask for it each call."""
     base = hashlib.blake2b(digest_size=8)
     _feed(base, prefix)
 

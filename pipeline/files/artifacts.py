@@ -14,6 +14,8 @@ import numpy as np
 from apache_beam.io.filesystem import BeamIOError, CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
+from pipeline.files import direct_io
+
 
 def write_json(path: str, payload: object) -> None:
     """Writes ``payload`` as indented, key-sorted UTF-8 JSON (local or remote path), through a
@@ -85,8 +87,6 @@ def write_bytes_atomically(
     temp = temporary_name(path)
     try:
         view = memoryview(data).cast("B")
-        from pipeline.files import direct_io
-
         opened = direct_io.create(temp) if direct else FileSystems.create(temp)
         with naming(path), opened as f:
             for start in range(0, len(view), _WRITE_PIECE):

@@ -41,19 +41,21 @@ READ_THREADS = 4
 _O_DIRECT = getattr(os, "O_DIRECT", 0)
 _pool: list[mmap.mmap] = []
 _pool_lock = threading.Lock()
-_executors: dict[tuple[int, str], concurrent.futures.ThreadPoolExecutor] = {}
+_executors: dict[str, concurrent.futures.ThreadPoolExecutor] = {}
 _background_lock = threading.Lock()
-_background: dict[int, concurrent.futures.Future] = {}
-"""This process's last background write (``BackgroundWrites``), by pid."""
+_background: list[concurrent.futures.Future] = []
+"""This process's last background write (``BackgroundWrites``), if any."""
 
 
 def _after_fork_in_child() -> None:
-    """A forked child starts with its own locks and an empty pool (the parent's buffers and
-    threads are the parent's)."""
+    """A forked child starts with its own locks, an empty pool, no threads and no background
+    write (the parent's buffers, threads and writes are the parent's)."""
     global _pool_lock, _background_lock
     _pool_lock = threading.Lock()
     _background_lock = threading.Lock()
     _pool.clear()
+    _executors.clear()
+    _background.clear()
 
 
 if hasattr(os, "register_at_fork"):
@@ -75,14 +77,13 @@ def _give(buffer: mmap.mmap) -> None:
 
 
 def _executor(name: str, threads: int) -> concurrent.futures.ThreadPoolExecutor:
-    """This process's pool ``name`` (made after a fork, never inherited from the parent)."""
-    key = (os.getpid(), name)
+    """This process's pool ``name`` (a forked child starts without any)."""
     with _pool_lock:
-        if key not in _executors:
-            _executors[key] = concurrent.futures.ThreadPoolExecutor(
+        if name not in _executors:
+            _executors[name] = concurrent.futures.ThreadPoolExecutor(
                 threads, thread_name_prefix=f"bertprep-{name}"
             )
-        return _executors[key]
+        return _executors[name]
 
 
 def _local(path: str) -> str | None:
@@ -221,11 +222,9 @@ class BackgroundWrites:
 
     def submit(self, write: Callable[[], None]) -> None:
         with _background_lock:
-            previous = _background.get(os.getpid())
-            if previous is not None:
-                concurrent.futures.wait([previous])  # its error is its submitter's to raise
+            concurrent.futures.wait(_background)  # an error is its submitter's to raise
             future = _executor("background", 1).submit(write)
-            _background[os.getpid()] = future
+            _background[:] = [future]
         self._futures.append(future)
 
     def wait(self) -> None:

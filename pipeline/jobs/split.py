@@ -27,7 +27,7 @@ from pipeline.jobs import scaffold
 from pipeline.runtime.counters import STATS_TAG, CountingDoFn
 from pipeline.runtime.local_runner import start as start_pipeline
 from pipeline.runtime.progress import ProgressMonitor, ProgressReporter, progress_dir
-from transforms.seeding import stable_hash64, stable_hasher
+from transforms.seeding import stable_hasher
 
 SIDES = ("train", "eval")
 
@@ -40,8 +40,9 @@ class SplitReconciliationError(scaffold.ReconciliationError):
 
 
 def is_eval(seed: int, doc_id: str, fraction: float) -> bool:
-    """Whether the document is held out for evaluation."""
-    return stable_hash64(seed, "eval", doc_id) < fraction * 2**64
+    """Whether the document is held out for evaluation: ``stable_hash64(seed, "eval", doc_id)``
+    below ``fraction`` of 2**64 (its prefix hashed once, ``stable_hasher``)."""
+    return stable_hasher(seed, "eval")(doc_id) < fraction * 2**64
 
 
 def split_schema():
@@ -69,8 +70,7 @@ class SplitFileFn(CountingDoFn):
 
         table = read_parquet(path, ["doc_id", "sentences"])
         ids = table.column("doc_id").to_pylist()
-        hash_id, limit = stable_hasher(self._seed, "eval"), self._fraction * 2**64  # is_eval
-        mask = pa.array([hash_id(d) < limit for d in ids], type=pa.bool_())
+        mask = pa.array([is_eval(self._seed, d, self._fraction) for d in ids], type=pa.bool_())
         name = path.rsplit("/", 1)[-1]
         halves = (("train", table.filter(pc.invert(mask))), ("eval", table.filter(mask)))
         for side, part in halves:

@@ -17,7 +17,7 @@ from typing import Any
 import apache_beam as beam
 from apache_beam.utils.windowed_value import WindowedValue
 
-from pipeline.runtime.counters import NAMESPACE, CountingDoFn
+from pipeline.runtime.counters import NAMESPACE
 
 
 def job_namespace(label: str) -> str:
@@ -55,7 +55,7 @@ class PerJobFn(beam.DoFn):
             raise ValueError(f"no label for jobs {sorted(set(fns) - set(labels))}")
         self.fns = dict(fns)
         for job, fn in self.fns.items():
-            if isinstance(fn, CountingDoFn) or hasattr(fn, "counter_namespace"):
+            if hasattr(fn, "counter_namespace"):  # CountingDoFn and others
                 fn.counter_namespace = job_namespace(labels[job])
         self._keyed_side_input = keyed_side_input
         self._side_source: object = None

@@ -205,8 +205,6 @@ class _ChunkWriter:
         self.near = dedup == "near"
         self.exact = dedup in ("exact", "near")
         self.punkt_seed = punkt_seed
-        if punkt_seed is not None:  # stable_hash64(punkt_seed, "punkt", doc_id), prefix once
-            self._punkt_key = stable_hasher(punkt_seed, "punkt")
         self.staging = staging
         self.part = ParquetPart(chunk_path(staging, unit, chunk), _staged_schema(self.near))
         self.documents = 0
@@ -248,7 +246,8 @@ class _ChunkWriter:
                 else:  # no words: a near duplicate of nothing, so in no shared bucket
                     self.bands.append(dk.unique_band_hashes(location, nd.NUM_BANDS))
             if self.punkt_seed is not None:
-                self.punkt_keys.append(self._punkt_key(row["doc_id"]))
+                key = stable_hasher(self.punkt_seed, "punkt")(row["doc_id"])
+                self.punkt_keys.append(key)  # = stable_hash64(punkt_seed, "punkt", doc_id)
         self.part.write(self.batch)
         self.batch = []
 

@@ -28,7 +28,7 @@ from pipeline.runtime.progress import ProgressReporter
 from pipeline.steps.tokenize_documents import RefTable, load_layout
 from transforms.framed_examples import FramedRecords, residue_spill
 from transforms.instance_batches import InstanceSettings, TokenTables, record_batches
-from transforms.seeding import stable_hash64, stable_hasher
+from transforms.seeding import stable_hasher
 
 
 def bucket_count(num_documents: int, bucket_size: int) -> int:
@@ -38,7 +38,7 @@ def bucket_count(num_documents: int, bucket_size: int) -> int:
 
 def bucket_of(seed: int, key: str, num_buckets: int) -> int:
     """The bucket of the document with ``key``: a stable hash, independent of the worker."""
-    return stable_hash64(seed, "bucket", key) % num_buckets
+    return stable_hasher(seed, "bucket")(key) % num_buckets
 
 
 class ExpandDupePassesFn(CountingDoFn):
@@ -85,9 +85,9 @@ class BucketSlicesFn(CountingDoFn):
         self.stats["tokenized_sentences"] += int(index.num_sentences.sum())
         self.stats["tokens"] += int(index.tokens.sum())
         self.stats["one_sentence_documents"] += int((index.num_sentences == 1).sum())
-        hash_key = stable_hasher(self._seed, "bucket")  # bucket_of, the prefix hashed once
-        buckets = np.array([hash_key(k) for k in index.keys], dtype=np.uint64)
-        buckets = (buckets % np.uint64(self._num_buckets)).astype(np.int64)
+        buckets = np.array(
+            [bucket_of(self._seed, k, self._num_buckets) for k in index.keys], dtype=np.int64
+        )
         for bucket in np.unique(buckets).tolist():
             rows = np.flatnonzero(buckets == bucket)
             yield (
