@@ -106,3 +106,22 @@ def test_an_empty_batch_makes_an_empty_spill():
     for batches in ([], [empty]):
         data, bounds = residue_spill(batches, np.zeros(0, dtype=np.int64), 4)
         assert data.size == 0 and bounds.tolist() == [0, 0, 0, 0, 0]
+
+
+def test_frame_columns_takes_column_views_that_are_not_contiguous():
+    """Columns cut from wider arrays (strided rows) give the bytes of contiguous copies."""
+    from transforms.framed_examples import frame_columns
+
+    rs = np.random.default_rng(7)
+    wide_ints = rs.integers(0, 30522, size=(9, 12)).astype(np.int32)
+    wide_floats = rs.integers(0, 256, size=(9, 20)).astype(np.uint8)
+    ints, floats = wide_ints[:, 2:10], wide_floats[:, 4:12]
+    assert not ints.flags.c_contiguous and not floats.flags.c_contiguous
+    names = ["input_ids", "input_mask", "masked_lm_weights"]
+    args = (np.array([0, 5, 8]), np.array([0, 8]), names)
+    got = frame_columns(ints, args[0], floats, *args[1:])
+    want = frame_columns(
+        np.ascontiguousarray(ints), args[0], np.ascontiguousarray(floats), *args[1:]
+    )
+    assert got.data.tobytes() == want.data.tobytes()
+    assert got.offsets.tolist() == want.offsets.tolist()
