@@ -136,7 +136,12 @@ def main(argv: list[str] | None = None) -> int:
     """
     argv = sys.argv[1:] if argv is None else argv
     from pipeline.runtime.arrow_memory import prefer_system_allocator
+    from pipeline.runtime.collector import relax_collector
 
+    try:
+        relax_collector()  # before the imports it speeds up; the zygote and workers inherit it
+    except ValueError as e:
+        return _user_error(argv[0] if argv and not argv[0].startswith("-") else "", str(e))
     prefer_system_allocator()  # before anything imports pyarrow (Beam does), workers inherit it
     verbose = "-v" in argv or "--verbose" in argv
     _quiet_logging(verbose, argv)

@@ -62,6 +62,7 @@ _SAME_FOR_ZYGOTE = (
     "PYTHONHASHSEED",
     "BERTPREP_WORKER_DATAFLOW_CLIENT",
     "ARROW_DEFAULT_MEMORY_POOL",
+    "BERTPREP_GC_THRESHOLDS",
 )
 """Environment variables that act when a process starts: a worker whose environment differs
 from the zygote's in one of them is started as a new process instead."""
@@ -258,6 +259,9 @@ def serve(path: str, ready_fd: int) -> None:
     """Warms up, listens on ``path``, writes ``ready`` to ``ready_fd``, then forks a worker per
     request until standard input closes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    from pipeline.runtime.collector import apply_from_environment
+
+    apply_from_environment()  # the launcher's thresholds, before the imports; children inherit
     _warm()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)

@@ -26,6 +26,9 @@ group) at once with exit status 130 and no traceback, and the harness's own prin
 bundle's traceback to stderr is dropped (the runner gets it and the launcher raises it, or says
 in one line what happened: ``pipeline.runtime.failures``).
 
+The garbage collector's thresholds are set from ``BERTPREP_GC_THRESHOLDS``
+(``pipeline.runtime.collector``) when bertprep is importable.
+
 A worker forked by ``pipeline.runtime.worker_zygote`` gets the same hooks from
 ``worker_started()``, called once its environment is the worker's.
 
@@ -152,6 +155,17 @@ def worker_started() -> None:
     _quiet_worker()
 
 
+def _collector_thresholds() -> None:
+    """The launcher's garbage-collector thresholds (``pipeline.runtime.collector``), in a
+    process it started as a new one; a value the collector module refuses is left to the
+    launcher, which reports it."""
+    with contextlib.suppress(ImportError, ValueError):
+        from pipeline.runtime.collector import apply_from_environment
+
+        apply_from_environment()
+
+
+_collector_thresholds()
 _skip_dataflow_client()
 _exit_fast_after_harness()
 _quiet_worker()
