@@ -11,7 +11,8 @@ development VM (`benchmarks/RESULTS.md`, seventh stop; five alternating pairs ea
 instances`` on 30 MB 5.24 → 5.04 s and 7.35 → 7.09 CPU-s, the whole ``bertprep run`` at 100 MB
 16.6 → 15.9 s and ~1 CPU-s less; peak memory unchanged.
 
-``BERTPREP_GC_THRESHOLDS`` (``"700,10,10"``, Python's own, for example) sets other thresholds;
+``BERTPREP_GC_THRESHOLDS`` (``"700,10,10"``, Python's own, for example) sets other thresholds
+(set but empty: each process keeps the interpreter's own);
 the value is passed to every process bertprep starts (the zygote and its forked workers, workers
 started as new processes through ``worker_site/sitecustomize``), which apply it at their start.
 """
