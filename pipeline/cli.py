@@ -58,8 +58,13 @@ def _start_worker_zygote_early(argv: list[str]) -> None:
     Zygote.get()
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from pipeline.commands import clean, inspect, instances, run, stats, train, validate, vocab
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line; with ``command`` (one of ``pipeline.commands.SUMMARIES``) only
+    that command's module is imported and its options defined, the others listed by name and
+    help (what parsing that command's arguments needs)."""
+    import importlib
+
+    from pipeline.commands import SUMMARIES
 
     parser = argparse.ArgumentParser(
         prog="bertprep",
@@ -67,9 +72,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log Beam's progress")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (run, clean, vocab, instances, inspect, stats, validate, train):
-        module.register(sub)
+    for name, summary in SUMMARIES.items():
+        if command in (None, name):
+            importlib.import_module(f"pipeline.commands.{name}").register(sub)
+        else:
+            sub.add_parser(name, help=summary)
     return parser
+
+
+def _command_named(argv: list[str]) -> str | None:
+    """The subcommand ``argv`` runs (its first word that is not an option) when it is one of
+    ``pipeline.commands.SUMMARIES``, else None (help, a misspelt command: the whole parser)."""
+    from pipeline.commands import SUMMARIES
+
+    words = [a for a in argv if not a.startswith("-")]
+    return words[0] if words and words[0] in SUMMARIES else None
 
 
 def _subcommand_parser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
@@ -145,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     prefer_system_allocator()  # before anything imports pyarrow (Beam does), workers inherit it
     verbose = "-v" in argv or "--verbose" in argv
     _quiet_logging(verbose, argv)
-    parser = build_parser()
+    parser = build_parser(_command_named(argv))
     args, extra = parser.parse_known_args(argv)
     extra = [a for a in extra if a not in ("-v", "--verbose")]  # taken anywhere on the line
     from pipeline.commands.common import as_typed, parser_options

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from pipeline.commands import SUMMARIES
 from pipeline.commands.common import (
     add_command,
     add_job_flags,
@@ -12,7 +13,7 @@ from pipeline.commands.common import (
 )
 from pipeline.jobs.clean import CleanJobConfig
 
-HELP = "clean raw corpora into sentence-split documents (Parquet + BERT text export)"
+HELP = SUMMARIES["clean"]
 EPILOG = """\
 Other --flags are Apache Beam pipeline options (see `bertprep instances --help`).
 Sentence splitting uses NLTK's punkt_tab parameters when NLTK finds them (NLTK_DATA); otherwise

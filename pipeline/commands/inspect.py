@@ -6,10 +6,11 @@ import argparse
 import json
 import sys
 
+from pipeline.commands import SUMMARIES
 from pipeline.commands.shard_set import add_shard_command, command_shard_set
 from transforms.errors import UserError
 
-HELP = "show decoded records: segments A and B, masked tokens, the next-sentence label"
+HELP = SUMMARIES["inspect"]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

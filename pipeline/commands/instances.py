@@ -7,6 +7,7 @@ import dataclasses
 import sys
 import time
 
+from pipeline.commands import SUMMARIES
 from pipeline.commands.common import (
     add_command,
     add_job_flags,
@@ -27,7 +28,7 @@ from transforms.features import DEFAULT_PACK_INSTANCES, DYNAMIC, INPUT_MODES, MA
 DEFAULTS = flag_defaults(InstancesJobConfig)
 """The flags' defaults: the job config's."""
 
-HELP = "create BERT pretraining instances (sentence pairs + masks) as sharded TFRecords"
+HELP = SUMMARIES["instances"]
 EPILOG = """\
 Any other --flags are Apache Beam pipeline options, e.g. --runner DataflowRunner --project P
 --region R --temp_location gs://B/tmp --setup_file ./setup.py, or for the local DirectRunner

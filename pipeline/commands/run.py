@@ -7,9 +7,10 @@ import argparse
 import sys
 from pathlib import Path
 
+from pipeline.commands import SUMMARIES
 from pipeline.commands.common import add_command, progress_printer
 
-HELP = "run every stage from raw inputs to training shards; finished stages are skipped"
+HELP = SUMMARIES["run"]
 SAMPLE_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "sample.yaml"
 EPILOG = """\
 Without --config: the project's embedded sample corpus, end to end, into ./bertprep-out.

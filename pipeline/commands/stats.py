@@ -7,9 +7,10 @@ import json
 import math
 import sys
 
+from pipeline.commands import SUMMARIES
 from pipeline.commands.shard_set import add_shard_command, add_workers_argument, command_shard_set
 
-HELP = "measure shards: counts, IsNext ratio, lengths, padding, 80/10/10, [UNK] rate, top tokens"
+HELP = SUMMARIES["stats"]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

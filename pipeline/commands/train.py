@@ -10,10 +10,11 @@ import contextlib
 import json
 import sys
 
+from pipeline.commands import SUMMARIES
 from pipeline.commands.common import add_command
 from transforms.seeding import DEFAULT_SEED
 
-HELP = "pretrain a BERT encoder on the shards (Keras + keras-hub; TPU, GPU or CPU)"
+HELP = SUMMARIES["train"]
 EPILOG = """\
 Sizes come from the shards' manifest.json (google-research/bert's shards have none: pass
 --max-seq-length, --max-predictions-per-seq and --vocab-size); they are checked against the model

@@ -7,11 +7,12 @@ import argparse
 import json
 import sys
 
+from pipeline.commands import SUMMARIES
 from pipeline.commands.common import add_command
 from pipeline.commands.shard_set import add_shard_arguments, add_workers_argument, command_shard_set
 from transforms.errors import UserError
 
-HELP = "check every record against the feature contract, the manifest and a trainer config"
+HELP = SUMMARIES["validate"]
 EPILOG = (
     "Exit status: 0 valid, 1 something broken (each finding names shard, record, rule), 2 usage."
 )

@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from pipeline.commands import SUMMARIES
 from pipeline.commands.common import (
     add_command,
     add_job_flags,
@@ -14,7 +15,7 @@ from pipeline.commands.common import (
 from pipeline.jobs.config import flag_defaults
 from pipeline.jobs.vocab import VocabJobConfig
 
-HELP = "train a BERT WordPiece vocab.txt on the cleaned corpus, with a report"
+HELP = SUMMARIES["vocab"]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -452,3 +452,42 @@ def test_every_user_facing_error_derives_from_user_error():
     # A runner that lost records is not the user's to fix: it keeps its traceback.
     for kind in (CleanReconciliationError, ReconciliationError):
         assert not issubclass(kind, UserError), kind
+
+
+def test_a_command_imports_only_its_own_module_and_parses_as_with_every_command():
+    """``bertprep stats`` (say) does not import the instances job (numba, the shard writer), and
+    each command's options, defaults and help are those of the whole command line."""
+    import subprocess
+    import sys
+
+    from pipeline.cli import _subcommand_parser, build_parser
+    from pipeline.commands import SUMMARIES
+
+    probe = (
+        "import sys; from pipeline.cli import build_parser; build_parser('stats'); "
+        "print(sorted(m for m in ('pipeline.commands.instances', 'pipeline.jobs.instances', "
+        "'numba') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+    def described(parser):
+        return [
+            (a.dest, a.option_strings, a.default, a.help, a.choices) for a in parser._actions
+        ] + [parser.format_help()]
+
+    whole = build_parser()
+    for name in SUMMARIES:
+        alone = _subcommand_parser(build_parser(name), name)
+        assert described(alone) == described(_subcommand_parser(whole, name)), name
+    listed = build_parser("clean").format_help()
+    assert all(f"    {name}" in listed for name in SUMMARIES)
+
+
+def test_a_misspelt_command_is_refused_naming_the_commands(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["clen", "x"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "invalid choice: 'clen'" in err and "'instances'" in err
