@@ -153,12 +153,12 @@ def main(argv: list[str] | None = None) -> int:
     """
     argv = sys.argv[1:] if argv is None else argv
     from pipeline.runtime.arrow_memory import prefer_system_allocator
-    from pipeline.runtime.collector import relax_collector
+    from pipeline.runtime.collector import set_collector_thresholds
 
     try:
-        relax_collector()  # before the imports it speeds up; the zygote and workers inherit it
+        set_collector_thresholds()  # before the imports it speeds up; zygote and workers inherit
     except ValueError as e:
-        return _user_error(argv[0] if argv and not argv[0].startswith("-") else "", str(e))
+        return _user_error(_command_named(argv) or "", str(e))
     prefer_system_allocator()  # before anything imports pyarrow (Beam does), workers inherit it
     verbose = "-v" in argv or "--verbose" in argv
     _quiet_logging(verbose, argv)
@@ -208,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
 def _user_error(command: str, message: str) -> int:
     """The one way a user error ends a command: ``bertprep COMMAND: error: MESSAGE`` on
     stderr, no traceback, exit status 2."""
-    print(f"bertprep {command}: error: {message}", file=sys.stderr)
+    print(f"bertprep{' ' + command if command else ''}: error: {message}", file=sys.stderr)
     return 2
 
 

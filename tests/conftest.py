@@ -7,6 +7,13 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.runtime.collector import set_collector_thresholds
+
+# The command line sets the collector's thresholds and passes them on to the processes it starts
+# (``pipeline.runtime.collector``); done once for the session, so that an in-process
+# ``cli.main`` call does not change the environment (and so the worker zygote's) partway through.
+set_collector_thresholds()
+
 ROOT = Path(__file__).resolve().parents[1]
 CORPORA = ROOT.parent / "shared" / "corpora"
 SAMPLE = ROOT / "sample"

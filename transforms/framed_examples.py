@@ -9,8 +9,9 @@ its time here when records are built one by one in Python; this is the floor it 
 The size pass ORs each feature's values first: a feature whose values are all below 128 (masks,
 segment ids, labels) is then one byte per value, copied by a vectorized loop, and the varint
 writer is picked per feature and row by that OR (one, two or four bytes stored per value). Each
-loop runs over a contiguous view from index 0, so numba emits no negative-index fix-up per value
-and LLVM vectorizes the reductions; names and float bytes are copied by ``memmove``.
+loop runs over a contiguous view from index 0, so LLVM proves its indexes non-negative, folds
+numba's negative-index fix-up away and vectorizes the reductions (the writers index through an
+unsigned position, which has none); names and float bytes are copied by ``memmove``.
 """
 
 from __future__ import annotations
@@ -62,25 +63,35 @@ def _put_varint(buf: np.ndarray, pos: int, value: int) -> int:
 
 
 @numba.njit(cache=True, inline="always")
-def _payload_size(values: np.ndarray) -> tuple[int, int]:
-    """(bytes of the packed varints of ``values``, the OR of the values). The OR is below 128
-    only when every value is, and is negative or at least 2**28 when a value is outside
-    [0, 2**28). Both loops run from index 0 over a contiguous view, which LLVM vectorizes."""
-    either = values.dtype.type(0)
-    for c in range(len(values)):
-        either |= values[c]
-    if 0 <= either < 128:
-        return len(values), either
-    size = np.int32(0)
-    for c in range(len(values)):
-        v = values[c]
-        size += np.int32(1) + np.int32(v >= 128) + np.int32(v >= 16384) + np.int32(v >= 2097152)
-    return np.int64(size), either
+def _value_len(value: int) -> np.int32:
+    """Bytes of the varint of a feature value in [0, 2**28), without branches (in int32, so that
+    a loop summing them over int32 values vectorizes in 32-bit lanes: measured ~1.6x faster)."""
+    return (
+        np.int32(1) + np.int32(value >= 128) + np.int32(value >= 16384) + np.int32(value >= 2097152)
+    )
 
 
 @numba.njit(cache=True, inline="always")
-def _put_bytes(buf: np.ndarray, pos: int, values: np.ndarray) -> int:
-    """Writes values in [0, 128) as one byte each (their varints); returns the position after."""
+def _payload_size(values: np.ndarray) -> tuple[int, int]:
+    """(bytes of the packed varints of ``values``, the OR of the values). The OR is in [0, 128)
+    exactly when every value is, and is negative or at least 2**28 when a value is outside
+    [0, 2**28). Both loops run from index 0 over a contiguous view, which LLVM vectorizes; the
+    OR stays in the values' own type."""
+    value_or = values.dtype.type(0)
+    for c in range(len(values)):
+        value_or |= values[c]
+    if 0 <= value_or < 128:
+        return len(values), value_or
+    size = np.int32(0)
+    for c in range(len(values)):
+        size += _value_len(values[c])
+    return np.int64(size), value_or
+
+
+@numba.njit(cache=True, inline="always")
+def _put_varints_1(buf: np.ndarray, pos: int, values: np.ndarray) -> int:
+    """Writes the varints of values in [0, 128): one byte each, the value; returns the position
+    after."""
     target = buf[pos : pos + len(values)]
     for c in range(len(values)):
         target[c] = values[c]
@@ -88,7 +99,7 @@ def _put_bytes(buf: np.ndarray, pos: int, values: np.ndarray) -> int:
 
 
 @numba.njit(cache=True, inline="always")
-def _put_short_values(buf: np.ndarray, pos: int, values: np.ndarray) -> int:
+def _put_varints_2(buf: np.ndarray, pos: int, values: np.ndarray) -> int:
     """Writes the varints of values in [0, 2**14) without branches: always two bytes (the second
     overwritten by what follows when the value is below 128); returns the position after."""
     at = np.uint64(pos)  # unsigned: no negative-index fix-up per store
@@ -102,7 +113,7 @@ def _put_short_values(buf: np.ndarray, pos: int, values: np.ndarray) -> int:
 
 
 @numba.njit(cache=True, inline="always")
-def _put_values(buf: np.ndarray, pos: int, values: np.ndarray) -> int:
+def _put_varints_4(buf: np.ndarray, pos: int, values: np.ndarray) -> int:
     """Writes the varints of values in [0, 2**28) without branches: always four bytes (the ones
     past a value's length are overwritten by what follows); returns the position after."""
     at = np.uint64(pos)
@@ -143,7 +154,7 @@ def _encode(ints, int_bounds, floats, float_bounds, keys, key_bounds):
     n_int = len(int_bounds) - 1
     n_float = len(float_bounds) - 1
     payloads = np.zeros((n, n_int), dtype=np.int64)
-    tops = np.zeros((n, n_int), dtype=np.int64)  # the OR of a feature's values in a row
+    value_ors = np.zeros((n, n_int), dtype=np.int64)  # the OR of a feature's values in a row
     feature_lens = np.zeros(n, dtype=np.int64)
     data_lens = np.zeros(n, dtype=np.int64)
     offsets = np.zeros(n + 1, dtype=np.int64)
@@ -152,10 +163,10 @@ def _encode(ints, int_bounds, floats, float_bounds, keys, key_bounds):
         row = ints[r]
         outside = 0
         for f in range(n_int):
-            size, either = _payload_size(row[int_bounds[f] : int_bounds[f + 1]])
-            outside |= either >> 28  # non-zero for values < 0 or >= 2**28
+            size, value_or = _payload_size(row[int_bounds[f] : int_bounds[f + 1]])
+            outside |= value_or >> 28  # non-zero for values < 0 or >= 2**28
             payloads[r, f] = size
-            tops[r, f] = either
+            value_ors[r, f] = value_or
             features += _entry_len(key_bounds[f + 1] - key_bounds[f], size)
         if outside:
             raise ValueError("int feature values must lie in [0, 2**28)")
@@ -166,7 +177,9 @@ def _encode(ints, int_bounds, floats, float_bounds, keys, key_bounds):
         feature_lens[r] = features
         data_lens[r] = 1 + _varint_len(features) + features
         offsets[r + 1] = offsets[r] + 16 + data_lens[r]
-    out = np.empty(offsets[n] + 4, dtype=np.uint8)  # + the last value's spare bytes
+    # A writer's stores past a value land in bytes written after it (at the latest its record's
+    # CRC); the 4 spare bytes are a margin, never part of the output.
+    out = np.empty(offsets[n] + 4, dtype=np.uint8)
     for r in range(n):
         row = ints[r]
         pos = offsets[r]
@@ -200,13 +213,13 @@ def _encode(ints, int_bounds, floats, float_bounds, keys, key_bounds):
             pos = _put_varint(out, pos + 1, payload)
             if f < n_int:
                 values = row[int_bounds[f] : int_bounds[f + 1]]
-                top = tops[r, f]
-                if top < 128:
-                    pos = _put_bytes(out, pos, values)
-                elif top < 16384:
-                    pos = _put_short_values(out, pos, values)
+                value_or = value_ors[r, f]  # in [0, 2**28): the size pass raised otherwise
+                if value_or < 128:
+                    pos = _put_varints_1(out, pos, values)
+                elif value_or < 16384:
+                    pos = _put_varints_2(out, pos, values)
                 else:
-                    pos = _put_values(out, pos, values)
+                    pos = _put_varints_4(out, pos, values)
             else:
                 copy_elements(out, pos, floats[r], float_bounds[f - n_int], payload)
                 pos += payload

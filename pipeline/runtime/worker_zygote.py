@@ -261,7 +261,8 @@ def serve(path: str, ready_fd: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     from pipeline.runtime.collector import apply_from_environment
 
-    apply_from_environment()  # the launcher's thresholds, before the imports; children inherit
+    with contextlib.suppress(ValueError):  # malformed: the CLI says so; the zygote carries on
+        apply_from_environment()  # the launcher's thresholds, before the imports; children inherit
     _warm()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)

@@ -109,19 +109,39 @@ def test_an_empty_batch_makes_an_empty_spill():
 
 
 def test_frame_columns_takes_column_views_that_are_not_contiguous():
-    """Columns cut from wider arrays (strided rows) give the bytes of contiguous copies."""
+    """Columns cut from wider arrays (strided rows) give the bytes of ``encode_examples``."""
     from transforms.framed_examples import frame_columns
 
     rs = np.random.default_rng(7)
     wide_ints = rs.integers(0, 30522, size=(9, 12)).astype(np.int32)
-    wide_floats = rs.integers(0, 256, size=(9, 20)).astype(np.uint8)
-    ints, floats = wide_ints[:, 2:10], wide_floats[:, 4:12]
+    wide_floats = rs.random((9, 5)).astype(np.float32)
+    ints, floats = wide_ints[:, 2:10], wide_floats[:, 1:3]
     assert not ints.flags.c_contiguous and not floats.flags.c_contiguous
-    names = ["input_ids", "input_mask", "masked_lm_weights"]
-    args = (np.array([0, 5, 8]), np.array([0, 8]), names)
-    got = frame_columns(ints, args[0], floats, *args[1:])
-    want = frame_columns(
-        np.ascontiguousarray(ints), args[0], np.ascontiguousarray(floats), *args[1:]
+    float_bytes = np.ascontiguousarray(floats).view(np.uint8)[:, :]
+    strided_bytes = wide_floats.view(np.uint8)[:, 4:12]  # the same bytes, not contiguous
+    assert np.array_equal(strided_bytes, float_bytes) and not strided_bytes.flags.c_contiguous
+    got = frame_columns(
+        ints, np.array([0, 5, 8]), strided_bytes, np.array([0, 8]), ["ids", "flags", "weights"]
     )
-    assert got.data.tobytes() == want.data.tobytes()
-    assert got.offsets.tolist() == want.offsets.tolist()
+    want = encode_examples({"ids": ints[:, :5], "flags": ints[:, 5:]}, {"weights": floats})
+    assert got.data.tobytes() == b"".join(frame_record(r) for r in want)
+
+
+def test_features_of_no_values_and_batches_of_no_rows():
+    rs = np.random.default_rng(3)
+    for n in (0, 4):
+        ints = {"empty": np.zeros((n, 0), dtype=np.int64), "ids": rs.integers(0, 300, (n, 3))}
+        floats = {"none": np.zeros((n, 0), dtype=np.float32)}
+        want = [frame_record(r) for r in encode_examples(ints, floats)]
+        got = frame_examples(ints, floats)
+        assert got.data.tobytes() == b"".join(want) and len(got) == n
+
+
+def test_frame_columns_refuses_int64_values_beyond_32_bits():
+    from transforms.framed_examples import frame_columns
+
+    no_floats = np.zeros((1, 0), dtype=np.uint8)
+    for value in (1 << 31, 1 << 40, -(1 << 40)):
+        ints = np.array([[1, value]], dtype=np.int64)
+        with pytest.raises(ValueError, match=r"\[0, 2\*\*28\)"):
+            frame_columns(ints, np.array([0, 2]), no_floats, np.array([0]), ["ids"])

@@ -157,9 +157,9 @@ def worker_started() -> None:
 
 def _collector_thresholds() -> None:
     """The launcher's garbage-collector thresholds (``pipeline.runtime.collector``), in a
-    process it started as a new one; a value the collector module refuses is left to the
-    launcher, which reports it."""
-    with contextlib.suppress(ImportError, ValueError):
+    process it started as a new one, before its imports. Never fails the process: a value the
+    collector module refuses is the command line's to report (it exits 2 naming it)."""
+    with contextlib.suppress(Exception):
         from pipeline.runtime.collector import apply_from_environment
 
         apply_from_environment()
