@@ -245,9 +245,9 @@ class _ChunkWriter:
                     self.bands.append(dk.band_hashes(signature, nd.ROWS_PER_BAND))
                 else:  # no words: a near duplicate of nothing, so in no shared bucket
                     self.bands.append(dk.unique_band_hashes(location, nd.NUM_BANDS))
-            if self.punkt_seed is not None:
-                key = stable_hasher(self.punkt_seed, "punkt")(row["doc_id"])
-                self.punkt_keys.append(key)  # = stable_hash64(punkt_seed, "punkt", doc_id)
+        if self.punkt_seed is not None:  # stable_hash64(punkt_seed, "punkt", doc_id), in order
+            punkt_key = stable_hasher(self.punkt_seed, "punkt")
+            self.punkt_keys.extend(punkt_key(row["doc_id"]) for row in self.batch)
         self.part.write(self.batch)
         self.batch = []
 
