@@ -5,6 +5,7 @@ Cheap to pickle between Beam stages (two numpy arrays instead of thousands of Py
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import chain
@@ -13,6 +14,7 @@ import numba
 import numpy as np
 
 from transforms.copy_kernel import copy_elements
+from transforms.rejects import Reject
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,31 @@ class TokenizedDocument:
             raise ValueError(f"document {key}: {len(data)} bytes do not match its offsets")
         ids = np.frombuffer(data, dtype="<i4", offset=head)
         return cls(key, ids, offsets)
+
+
+def kept_document(
+    key: str, sentences: Sequence[str], ids: np.ndarray, counts: np.ndarray, tally: Counter[str]
+) -> TokenizedDocument | Reject:
+    """A document's token ids (``ids``: its sentences' ids one after the other; ``counts``: ids
+    per sentence) as what the instance phases read: sentences that tokenize to nothing are
+    dropped (``dropped_empty_sentence``), and a document left with none is a Reject
+    (``dropped_empty_document``, its sentences joined by `` / ``). ``tally`` gains the counts
+    of the kept document (``tokenized_documents``, ``tokenized_sentences``, ``tokens``,
+    ``one_sentence_documents``)."""
+    kept = counts[counts > 0]
+    if len(kept) != len(counts):
+        tally["dropped_empty_sentence"] += len(counts) - len(kept)
+    if not len(kept):
+        tally["dropped_empty_document"] += 1
+        return Reject.of("dropped_empty_document", key, " / ".join(sentences))
+    tally["tokenized_documents"] += 1
+    tally["tokenized_sentences"] += len(kept)
+    tally["tokens"] += len(ids)
+    if len(kept) == 1:
+        tally["one_sentence_documents"] += 1
+    offsets = np.zeros(len(kept) + 1, dtype=np.int64)
+    np.cumsum(kept, out=offsets[1:])
+    return TokenizedDocument(key, ids, offsets)
 
 
 @numba.njit(cache=True)

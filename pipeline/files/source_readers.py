@@ -74,7 +74,7 @@ def _size(path: str) -> int:
     return FileSystems.match([path])[0].metadata_list[0].size_in_bytes
 
 
-def _open(path: str, on_read: OnRead | None = None, whole: bool = False):
+def open_decompressed(path: str, on_read: OnRead | None = None, whole: bool = False):
     """A binary stream of the decompressed file (.bz2, .gz by Beam; .xz by lzma); ``on_read``
     hears of the stored bytes as they are read.
 
@@ -126,7 +126,7 @@ class SourceReader:
         from transforms.mediawiki_xml import WikiPage, iter_pages
         from transforms.wikitext import wikitext_to_paragraphs
 
-        opened = RangeStream(f.stream_range) if f.stream_range else _open(f.path, on_read)
+        opened = RangeStream(f.stream_range) if f.stream_range else open_decompressed(f.path, on_read)
         with opened as stream:
             for item in iter_pages(
                 stream,
@@ -153,7 +153,7 @@ class SourceReader:
         from transforms.book_text import clean_book
 
         try:
-            with _open(f.path, on_read, whole=True) as stream:
+            with open_decompressed(f.path, on_read, whole=True) as stream:
                 data = stream.read()
         except EOFError as e:
             yield _truncated(f, local, e, "the book is skipped")
@@ -176,7 +176,7 @@ class SourceReader:
         field_name, title_field = self._text_field, self._title_field
         number = 0
         try:
-            with _open(f.path, on_read, whole=True) as stream:
+            with open_decompressed(f.path, on_read, whole=True) as stream:
                 # Beam's decompressing file objects are not iterable: read line by line.
                 for number, raw in enumerate(iter(stream.readline, b""), start=1):
                     if not raw.strip():

@@ -42,7 +42,7 @@ from pipeline.runtime.counters import NAMESPACE, REJECTS_TAG, STATS_TAG, MergeCo
 from pipeline.runtime.local_runner import start as start_pipeline
 from pipeline.runtime.per_job import PerJobFn, job_namespace
 from pipeline.runtime.progress import ProgressMonitor, ProgressReporter, progress_dir
-from pipeline.steps.bert_text_source import ReadBertTextDocuments
+from pipeline.steps.bert_text_source import TokenizeBertText
 from pipeline.steps.instance_creation import (
     AssignBuckets,
     BucketSlicesFn,
@@ -50,7 +50,6 @@ from pipeline.steps.instance_creation import (
     CreateInstancesFn,
     bucket_count,
 )
-from pipeline.steps.tokenize_documents import TokenizeDocuments
 from tokenizer.vocab import Vocab
 from tokenizer.wordpiece import BertWordPieceTokenizer
 from transforms.bert_text import DEFAULT_MAX_DOCUMENT_SENTENCES, DEFAULT_MAX_SENTENCE_CHARS
@@ -483,27 +482,26 @@ class _TextSlices(beam.PTransform):
 
     def expand(self, pbegin):
         config, job = self._config, self._job
-        read = (
+        tokenized = (
             pbegin
             | "ListFiles" >> beam.Create(self._files, reshuffle=False)
             | "SpreadFiles" >> beam.Reshuffle()
-            | "ReadFiles"
-            >> ReadBertTextDocuments(config.max_sentence_chars, config.max_document_sentences)
+            | "Tokenize"
+            >> TokenizeBertText(
+                self._vocab,
+                config.do_lower_case,
+                spill_dir(config),
+                config.max_sentence_chars,
+                config.max_document_sentences,
+            )
         )
-        tokenized = read.documents | "Tokenize" >> TokenizeDocuments(
-            self._vocab, config.do_lower_case, spill_dir(config)
-        )
-        slices = tokenized.documents | "AssignBuckets" >> AssignBuckets(
+        slices = tokenized.tables | "AssignBuckets" >> AssignBuckets(
             config.seed, config.bucket_size
         )
         return {
             "slices": slices | "JobBuckets" >> beam.Map(lambda kv: ((job, kv[0]), kv[1])),
-            "stats": (read[STATS_TAG], tokenized[STATS_TAG])
-            | "FlattenStats" >> beam.Flatten()
-            | "JobStats" >> beam.Map(lambda counts: (job, counts)),
-            "rejects": (read[REJECTS_TAG], tokenized[REJECTS_TAG])
-            | "FlattenRejects" >> beam.Flatten()
-            | "JobRejects" >> beam.Map(lambda r: (job, r)),
+            "stats": tokenized[STATS_TAG] | "JobStats" >> beam.Map(lambda counts: (job, counts)),
+            "rejects": tokenized[REJECTS_TAG] | "JobRejects" >> beam.Map(lambda r: (job, r)),
         }
 
 

@@ -1,71 +1,187 @@
-"""Reading google-research/bert text files (plain, .gz, .bz2; local or gs://) into documents."""
+"""google-research/bert text files (plain, .gz, .bz2; local or gs://) → their documents' token
+ids, spilled to files on the workers batch by batch; only a ``RefTable`` per batch travels on."""
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Iterator
+
 import apache_beam as beam
-from apache_beam.io.filesystem import CompressionTypes
+import numpy as np
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.files.input_files import InputFile
+from pipeline.files.source_readers import open_decompressed
 from pipeline.runtime.counters import REJECTS_TAG, STATS_TAG, CountingDoFn
-from transforms.bert_text import parse_bert_text
+from pipeline.steps.tokenize_documents import (
+    ENCODE_BATCH_SENTENCES,
+    RefTable,
+    tokenize_documents,
+    worker_tokenizer,
+)
+from tokenizer.vocab import Vocab
+from tokenizer.wordpiece import BertWordPieceTokenizer
+from transforms.bert_text import TextDocument, parse_bert_text
 from transforms.rejects import Reject
+from transforms.token_documents import TokenizedDocument, kept_document
+
+BATCH_SENTENCES = ENCODE_BATCH_SENTENCES
+"""A batch of documents is tokenized and spilled once it holds this many sentences (a document
+is never split): the tokenizer's fast path works per distinct chunk of a call, so large calls
+cost less per sentence, and a worker holds one batch, never a whole file."""
 
 
 def _lines(path: str):
-    with FileSystems.open(path, compression_type=CompressionTypes.AUTO) as f:
-        while True:
-            line = f.readline()
-            if not line:
-                return
-            yield line
+    """The file's lines, decompressed (.gz, .bz2); a compressed stream cut before its end
+    raises EOFError after its last whole line (``open_decompressed``)."""
+    with open_decompressed(path, whole=True) as f:
+        yield from f
 
 
-class ReadBertTextFn(CountingDoFn):
-    """InputFile → TextDocument (main), Reject (``rejects``), per-bundle counts (``stats``).
+class TokenizeBertTextFn(CountingDoFn):
+    """InputFile → RefTable (main) per batch of its documents, Reject (``rejects``), per-bundle
+    counts (``stats``).
 
-    A file that cannot be read to its end (truncated or corrupt compression) keeps every document
-    before the damage and is reported as ``truncated_input_file``.
+    Each batch's token ids are appended to this bundle's spill file (``tokens-<uuid>.bin`` in
+    ``spill_dir``, a ``TokenizedDocument.to_bytes`` per document); the RefTable says where.
+    Sentences that tokenize to nothing are dropped (``dropped_empty_sentence``); a document left
+    with none is rejected (``dropped_empty_document``). A file that cannot be read to its end
+    (truncated or corrupt compression) keeps every document before the damage and is reported
+    as ``truncated_input_file`` (not also as ``empty_input_file`` when no line came before).
     """
 
-    def __init__(self, max_sentence_chars: int, max_document_sentences: int) -> None:
+    def __init__(
+        self,
+        vocab: Vocab,
+        do_lower_case: bool,
+        spill_dir: str,
+        max_sentence_chars: int,
+        max_document_sentences: int,
+    ) -> None:
+        self._vocab = vocab
+        self._do_lower_case = do_lower_case
+        self._spill_dir = spill_dir
         self._max_sentence_chars = max_sentence_chars
         self._max_document_sentences = max_document_sentences
+        self._tokenizer: BertWordPieceTokenizer | None = None
+
+    def setup(self) -> None:
+        self._tokenizer = worker_tokenizer(self._vocab, self._do_lower_case)
+
+    def start_bundle(self) -> None:
+        super().start_bundle()
+        self._file = None
+        self._path = ""
+        self._written = 0
+
+    def finish_bundle(self):
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        yield from super().finish_bundle()
 
     def process(self, input_file: InputFile):
         before = self.stats["lines"]
-        try:
-            yield from (
-                self.reject(item) if isinstance(item, Reject) else item
-                for item in parse_bert_text(
-                    _lines(input_file.path),
-                    input_file.name,
-                    self.stats,
-                    self._max_sentence_chars,
-                    self._max_document_sentences,
-                )
-            )
-        except (OSError, EOFError, ValueError) as e:  # zlib/bz2 damage surfaces as these
-            self.stats["truncated_input_file"] += 1
-            yield self.reject(
-                Reject.of(
+        batch: list[TextDocument] = []
+        sentences = 0
+        for item in self._parsed(input_file):
+            if isinstance(item, Reject):
+                yield self.reject(item)
+                continue
+            batch.append(item)
+            sentences += len(item.sentences)
+            if sentences >= BATCH_SENTENCES:
+                yield from self._tokenized(batch)
+                batch, sentences = [], 0
+        yield from self._tokenized(batch)
+        self.stats["input_files"] += 1
+        if self.stats["lines"] == before and not self._cut:
+            self.stats["empty_input_file"] += 1
+            yield self.reject(Reject.of("empty_input_file", input_file.name, ""))
+
+    def _parsed(self, input_file: InputFile) -> Iterator[TextDocument | Reject]:
+        """The file's documents and line rejects; damage ends them with ``truncated_input_file``
+        (only errors of reading and parsing are caught, not those of the caller's work)."""
+        before = self.stats["lines"]
+        self._cut = False
+        items = parse_bert_text(
+            _lines(input_file.path),
+            input_file.name,
+            self.stats,
+            self._max_sentence_chars,
+            self._max_document_sentences,
+        )
+        while True:
+            try:
+                item = next(items)
+            except StopIteration:
+                return
+            except (OSError, EOFError, ValueError) as e:  # zlib/bz2 damage surfaces as these
+                self.stats["truncated_input_file"] += 1
+                self._cut = True
+                yield Reject.of(
                     "truncated_input_file",
                     f"{input_file.name}: after line {self.stats['lines'] - before}",
                     f"{type(e).__name__}: {e}",
                 )
-            )
-        self.stats["input_files"] += 1
-        if self.stats["lines"] == before:
-            self.stats["empty_input_file"] += 1
-            yield self.reject(Reject.of("empty_input_file", input_file.name, ""))
+                return
+            yield item
+
+    def _tokenized(self, batch: list[TextDocument]):
+        """Tokenizes ``batch`` in one go and spills its kept documents: their RefTable, and a
+        Reject per empty document."""
+        if not batch:
+            return
+        assert self._tokenizer is not None
+        docs = [(d.key, d.sentences) for d in batch]
+        kept: list[TokenizedDocument] = []
+        for (key, sentences), (_, ids, counts) in zip(
+            docs, tokenize_documents(self._tokenizer, docs), strict=True
+        ):
+            document = kept_document(key, sentences, ids, counts, self.stats)
+            if isinstance(document, Reject):
+                yield self.reject(document)
+            else:
+                kept.append(document)
+        if kept:
+            yield self._spill(kept)
+
+    def _spill(self, documents: list[TokenizedDocument]) -> RefTable:
+        """Appends ``documents`` to this bundle's spill file (created on first use)."""
+        if self._file is None:
+            self._path = FileSystems.join(self._spill_dir, f"tokens-{uuid.uuid4().hex}.bin")
+            self._file = FileSystems.create(self._path)
+            self._written = 0
+        data = [d.to_bytes() for d in documents]
+        sizes = np.fromiter(map(len, data), np.int64, len(data))
+        offsets = self._written + np.cumsum(sizes) - sizes
+        self._file.write(b"".join(data))
+        self._written += int(sizes.sum())
+        return RefTable(
+            (self._path,),
+            tuple(d.key for d in documents),
+            np.zeros(len(documents), dtype=np.int32),
+            offsets,
+            sizes,
+            np.array([d.num_sentences for d in documents], dtype=np.int64),
+        )
 
 
-class ReadBertTextDocuments(beam.PTransform):
-    """PCollection[InputFile] → tagged outputs ``documents``, ``rejects``, ``stats``."""
+class TokenizeBertText(beam.PTransform):
+    """PCollection[InputFile] → tagged outputs ``tables`` (RefTable), ``rejects``, ``stats``."""
 
-    def __init__(self, max_sentence_chars: int, max_document_sentences: int) -> None:
+    def __init__(
+        self,
+        vocab: Vocab,
+        do_lower_case: bool,
+        spill_dir: str,
+        max_sentence_chars: int,
+        max_document_sentences: int,
+    ) -> None:
         super().__init__()
-        self._fn = ReadBertTextFn(max_sentence_chars, max_document_sentences)
+        self._fn = TokenizeBertTextFn(
+            vocab, do_lower_case, spill_dir, max_sentence_chars, max_document_sentences
+        )
 
     def expand(self, files):
-        return files | beam.ParDo(self._fn).with_outputs(REJECTS_TAG, STATS_TAG, main="documents")
+        return files | beam.ParDo(self._fn).with_outputs(REJECTS_TAG, STATS_TAG, main="tables")

@@ -41,6 +41,29 @@ def bucket_of(seed: int, key: str, num_buckets: int) -> int:
     return stable_hasher(seed, "bucket")(key) % num_buckets
 
 
+def bucket_slices(table: RefTable, seed: int, num_buckets: int) -> list[tuple[int, RefTable]]:
+    """``table`` cut by bucket (``bucket_of`` each key): (bucket, its documents of ``table``, in
+    table order) for every bucket it touches, by increasing bucket."""
+    buckets = np.array([bucket_of(seed, k, num_buckets) for k in table.keys], dtype=np.int64)
+    out = []
+    for bucket in np.unique(buckets).tolist():
+        rows = np.flatnonzero(buckets == bucket)
+        out.append(
+            (
+                bucket,
+                RefTable(
+                    table.paths,
+                    tuple(table.keys[i] for i in rows.tolist()),
+                    table.path_index[rows],
+                    table.offsets[rows],
+                    table.sizes[rows],
+                    table.num_sentences[rows],
+                ),
+            )
+        )
+    return out
+
+
 class ExpandDupePassesFn(CountingDoFn):
     """(bucket, RefTables) → ((bucket, dupe), path of the bucket's refs file, weight) for every
     dupe pass: the bucket's references, sorted by key, are written once (``bucket-NNNNNN.refs``)
@@ -85,22 +108,15 @@ class BucketSlicesFn(CountingDoFn):
         self.stats["tokenized_sentences"] += int(index.num_sentences.sum())
         self.stats["tokens"] += int(index.tokens.sum())
         self.stats["one_sentence_documents"] += int((index.num_sentences == 1).sum())
-        buckets = np.array(
-            [bucket_of(self._seed, k, self._num_buckets) for k in index.keys], dtype=np.int64
+        table = RefTable(
+            (index.data_path,),
+            tuple(index.keys),
+            np.zeros(n, dtype=np.int32),
+            index.offsets,
+            index.sizes,
+            index.num_sentences.astype(np.int64),
         )
-        for bucket in np.unique(buckets).tolist():
-            rows = np.flatnonzero(buckets == bucket)
-            yield (
-                bucket,
-                RefTable(
-                    (index.data_path,),
-                    tuple(index.keys[i] for i in rows.tolist()),
-                    np.zeros(len(rows), dtype=np.int32),
-                    index.offsets[rows],
-                    index.sizes[rows],
-                    index.num_sentences[rows].astype(np.int64),
-                ),
-            )
+        yield from bucket_slices(table, self._seed, self._num_buckets)
 
 
 class CreateInstancesFn(CountingDoFn):
@@ -151,8 +167,8 @@ class CreateInstancesFn(CountingDoFn):
 
 
 class AssignBuckets(beam.PTransform):
-    """PCollection[DocumentRef] → (bucket, one-document RefTable), the bucket count following
-    from the number of documents (counted first)."""
+    """PCollection[RefTable] → (bucket, RefTable of a table's documents in that bucket), the
+    bucket count following from the number of documents (counted first)."""
 
     def __init__(self, seed: int, bucket_size: int) -> None:
         super().__init__()
@@ -161,9 +177,13 @@ class AssignBuckets(beam.PTransform):
 
     def expand(self, documents):
         seed, size = self._seed, self._bucket_size
-        num_documents = documents | "CountDocuments" >> beam.combiners.Count.Globally()
-        return documents | "AssignBucket" >> beam.Map(
-            lambda d, n: (bucket_of(seed, d.key, bucket_count(n, size)), RefTable.of_refs([d])),
+        num_documents = (
+            documents
+            | "DocumentsPerTable" >> beam.Map(len)
+            | "CountDocuments" >> beam.CombineGlobally(sum)
+        )
+        return documents | "AssignBucket" >> beam.FlatMap(
+            lambda table, n: bucket_slices(table, seed, bucket_count(n, size)),
             n=beam.pvalue.AsSingleton(num_documents),
         )
 

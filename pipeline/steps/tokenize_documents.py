@@ -1,34 +1,62 @@
-"""Tokenizing documents of sentences into id documents, spilled to files on Beam workers.
+"""Tokenizing many documents per tokenizer call on a Beam worker (``tokenize_documents``), where
+tokenized documents lie in spill and token files (``DocumentRef``, ``RefTable``), and loading
+them back (``load_documents``, ``load_layout``).
 
-The token ids go to one spill file per bundle; only a small ``DocumentRef`` per document travels
-through Beam (to be grouped into buckets), so no runner has to hold the tokenized corpus in memory.
+Token ids stay in files on the workers; only these small references travel through Beam (to be
+grouped into buckets), so no runner has to hold the tokenized corpus in memory.
 """
 
 from __future__ import annotations
 
 import mmap
 import os
-import uuid
 from dataclasses import dataclass
+from itertools import chain
 
-import apache_beam as beam
 import numpy as np
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.files.page_cache import is_local
-from pipeline.runtime.counters import REJECTS_TAG, STATS_TAG, CountingDoFn
 from tokenizer.vocab import Vocab
 from tokenizer.wordpiece import BertWordPieceTokenizer
-from transforms.bert_text import TextDocument
 from transforms.instances import BucketLayout
-from transforms.rejects import Reject
 from transforms.token_documents import (
     DocumentSizeError,
     TokenizedDocument,
     copy_ranges,
     unpack_documents,
 )
+
+ENCODE_BATCH_SENTENCES = 32768
+"""Sentences per tokenizer call: the fast path does Python work per distinct chunk of a call,
+and larger calls repeat fewer (measured: 16k → 64k sentences per call, 1.3× less time)."""
+
+
+def tokenize_documents(
+    tokenizer: BertWordPieceTokenizer, docs: list[tuple[str, list[str]]]
+) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """(key, sentences) → (key, ids, ids per sentence): the document's token ids one sentence
+    after the other (int32) and how many each sentence has (int64, 0 for a sentence that
+    tokenizes to nothing). Many documents' sentences are encoded per call (the per-call cost of
+    ``tokenizers`` otherwise dominates short documents)."""
+    flat = list(chain.from_iterable(s for _, s in docs))
+    parts = [
+        tokenizer.encode_batch_flat(flat[start : start + ENCODE_BATCH_SENTENCES])
+        for start in range(0, len(flat), ENCODE_BATCH_SENTENCES)
+    ]
+    ids = np.concatenate([i for i, _ in parts]) if parts else np.zeros(0, dtype=np.int32)
+    counts = np.concatenate([c for _, c in parts]) if parts else np.zeros(0, dtype=np.int64)
+    id_ends = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts, out=id_ends[1:])
+    out = []
+    sentence = 0
+    for key, sentences in docs:
+        end = sentence + len(sentences)
+        span = slice(int(id_ends[sentence]), int(id_ends[end]))
+        out.append((key, ids[span], counts[sentence:end]))
+        sentence = end
+    return out
 
 
 def worker_tokenizer(vocab: Vocab, do_lower_case: bool) -> BertWordPieceTokenizer:
@@ -199,86 +227,3 @@ def _copy_mapped(path, keys, rows, offsets, sizes, buf, positions) -> None:
 
 def _short_document(key: str, path: str, held: int, size: int) -> ValueError:
     return ValueError(f"document {key}: {path} holds {held} of its {size} bytes")
-
-
-class SpillTokensFn(CountingDoFn):
-    """Base of the DoFns that turn documents into DocumentRefs: writes token ids to one spill file
-    per bundle and counts what it keeps."""
-
-    def __init__(self, spill_dir: str) -> None:
-        self._spill_dir = spill_dir
-
-    def start_bundle(self) -> None:
-        super().start_bundle()
-        self._file = None
-        self._path = ""
-        self._written = 0
-
-    def finish_bundle(self):
-        if self._file is not None:
-            self._file.close()
-            self._file = None
-        yield from super().finish_bundle()
-
-    def _spill(self, document: TokenizedDocument) -> DocumentRef:
-        if self._file is None:
-            self._path = FileSystems.join(self._spill_dir, f"tokens-{uuid.uuid4().hex}.bin")
-            self._file = FileSystems.create(self._path)
-            self._written = 0
-        data = document.to_bytes()
-        self._file.write(data)
-        ref = DocumentRef(
-            document.key, self._path, self._written, len(data), document.num_sentences
-        )
-        self._written += len(data)
-        return ref
-
-    def emit(self, key: str, sentences: list[list[int]], excerpt: str):
-        """Counts and spills one document's non-empty sentences (or rejects an empty one)."""
-        kept = [ids for ids in sentences if len(ids)]
-        dropped = len(sentences) - len(kept)
-        if dropped:
-            self.stats["dropped_empty_sentence"] += dropped
-        if not kept:
-            self.stats["dropped_empty_document"] += 1
-            yield self.reject(Reject.of("dropped_empty_document", key, excerpt))
-            return
-        self.stats["tokenized_documents"] += 1
-        self.stats["tokenized_sentences"] += len(kept)
-        self.stats["tokens"] += sum(len(s) for s in kept)
-        if len(kept) == 1:
-            self.stats["one_sentence_documents"] += 1
-        yield self._spill(TokenizedDocument.from_sentences(key, kept))
-
-
-class TokenizeFn(SpillTokensFn):
-    """TextDocument → DocumentRef. Sentences that tokenize to nothing are dropped
-    (``dropped_empty_sentence``); a document left with none is rejected (``dropped_empty_document``)."""
-
-    def __init__(self, vocab: Vocab, do_lower_case: bool, spill_dir: str) -> None:
-        super().__init__(spill_dir)
-        self._vocab = vocab
-        self._do_lower_case = do_lower_case
-        self._tokenizer: BertWordPieceTokenizer | None = None
-
-    def setup(self) -> None:
-        self._tokenizer = worker_tokenizer(self._vocab, self._do_lower_case)
-
-    def process(self, document: TextDocument):
-        assert self._tokenizer is not None
-        encoded = self._tokenizer.encode_batch(document.sentences)
-        yield from self.emit(document.key, encoded, " / ".join(document.sentences))
-
-
-class TokenizeDocuments(beam.PTransform):
-    """PCollection[TextDocument] → tagged outputs ``documents`` (DocumentRef), ``rejects``,
-    ``stats``."""
-
-    def __init__(self, vocab: Vocab, do_lower_case: bool, spill_dir: str) -> None:
-        super().__init__()
-        self._fn = TokenizeFn(vocab, do_lower_case, spill_dir)
-
-    def expand(self, documents):
-        return documents | beam.ParDo(self._fn).with_outputs(
-            REJECTS_TAG, STATS_TAG, main="documents"
-        )

@@ -55,14 +55,14 @@ from pipeline.jobs.instances import InstancesJobConfig, token_tables
 from pipeline.jobs.split import SplitFileFn
 from pipeline.jobs.vocab import _keyed_sentences, _read_lines, _write_lines
 from pipeline.runtime.counters import MergeCounts
-from pipeline.steps.bert_text_source import ReadBertTextFn
+from pipeline.steps.bert_text_source import TokenizeBertTextFn
 from pipeline.steps.instance_creation import (
     BucketSlicesFn,
     CreateInstancesFn,
     ExpandDupePassesFn,
     bucket_count,
 )
-from pipeline.steps.tokenize_documents import TokenizeFn, load_documents
+from pipeline.steps.tokenize_documents import load_documents
 from pipeline.steps.tokenize_files import TokenizeFileFn
 from shards.files import ShardPathError
 from shards.resolve import expand_shard_paths
@@ -185,7 +185,7 @@ class Upstream:
     slices: dict[int, list] = field(default_factory=dict)
     tasks: list[tuple] = field(default_factory=list)
     spills: list = field(default_factory=list)
-    text_documents: list = field(default_factory=list)
+    text_files: list = field(default_factory=list)
 
     @property
     def staging(self) -> Path:
@@ -311,7 +311,7 @@ def up(tmp_path_factory) -> Upstream:
             CreateInstancesFn(job.settings(), upstream.token_tables, str(spill), 4), [task]
         ).main
     corpus = expand_inputs([str(SAMPLE / "corpus" / "part-000.txt")])
-    upstream.text_documents = run(ReadBertTextFn(2000, 10000), corpus).main[:40]
+    upstream.text_files = corpus
     return upstream
 
 
@@ -356,7 +356,7 @@ def shard_files(work: Path, _: Attempt | None) -> list[str]:
 
 def spilled_files(work: Path, attempt: Attempt | None) -> list[str]:
     """The spill files the bucket stage reads: those the attempt's references name."""
-    return sorted({ref.path for ref in attempt.main}) if attempt else []
+    return sorted({path for table in attempt.main for path in table.paths}) if attempt else []
 
 
 def copy_staged_chunks(up: Upstream, work: Path) -> None:
@@ -420,9 +420,9 @@ CASES = [
         token_files,
     ),
     Case(
-        "SpillTokensFn (TokenizeFn)",
-        lambda up, work: TokenizeFn(up.vocab, True, str(work)),
-        lambda up: up.text_documents,
+        "TokenizeBertTextFn",
+        lambda up, work: TokenizeBertTextFn(up.vocab, True, str(work), 2000, 10000),
+        lambda up: up.text_files,
         spilled_files,
         unique_names=True,
     ),
@@ -503,8 +503,9 @@ def assert_like_single(case: Case, work: Path, attempt: Attempt, single: dict[st
     if case.unique_names:
         # The attempt's references name only its own complete file; another attempt's file is
         # read by nobody (the job deletes the spill directory at its end).
-        decoded = {d.key: d.sentences() for d in load_documents(attempt.main)}
-        assert len(decoded) == len(attempt.main) > 0
+        refs = [ref for table in attempt.main for ref in table.refs()]
+        decoded = {d.key: d.sentences() for d in load_documents(refs)}
+        assert len(decoded) == len(refs) > 0
     else:
         assert committed(work) == expected.files
 

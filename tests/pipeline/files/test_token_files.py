@@ -10,8 +10,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline.files.token_files import TokenIndex, write_token_file
-from pipeline.steps.tokenize_documents import DocumentRef, RefTable, load_documents, load_layout
-from pipeline.steps.tokenize_files import TokenizeFileFn, tokenize_documents
+from pipeline.steps.tokenize_documents import (
+    DocumentRef,
+    RefTable,
+    load_documents,
+    load_layout,
+    tokenize_documents,
+)
+from pipeline.steps.tokenize_files import TokenizeFileFn
 from tests.pipeline.steps.test_clean_stages import run_fn
 from tokenizer.vocab import Vocab
 from tokenizer.wordpiece import BertWordPieceTokenizer

@@ -162,7 +162,7 @@ def test_reading_any_input_reports_its_stored_bytes(tmp_path):
     import gzip
     import lzma
 
-    from pipeline.files.source_readers import _open
+    from pipeline.files.source_readers import open_decompressed
 
     text = b"".join(b'{"text": "line %d of the corpus"}\n' % i for i in range(5000))
     for name, data in (
@@ -174,7 +174,7 @@ def test_reading_any_input_reports_its_stored_bytes(tmp_path):
         path = tmp_path / name
         path.write_bytes(data)
         seen: list[int] = []
-        with _open(str(path), seen.append) as f:
+        with open_decompressed(str(path), seen.append) as f:
             assert f.read() == text, name
         assert sum(seen) == len(data), name
 
