@@ -15,6 +15,8 @@ Parsing streams (constant memory per document) and never loses text silently:
 
 from __future__ import annotations
 
+import itertools
+import operator
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -44,7 +46,7 @@ def split_long_sentence(line: str, max_chars: int) -> list[str]:
 
 
 def parse_bert_text(
-    lines: Iterable[bytes],
+    chunks: Iterable[bytes],
     source: str,
     stats: Counter[str],
     max_sentence_chars: int = DEFAULT_MAX_SENTENCE_CHARS,
@@ -52,11 +54,16 @@ def parse_bert_text(
 ) -> Iterator[TextDocument | Reject]:
     """Yields the documents of one file (and a Reject for every skipped or altered line).
 
-    ``lines`` are raw lines (bytes, with or without line endings). ``stats`` gains ``lines``,
-    ``sentences``, ``documents`` and one count per reason.
+    ``chunks`` are raw bytes of whole lines: each ends at a line end, its last line with or
+    without its ``\\n`` (one line per chunk, or a file read in blocks cut after a ``\\n``).
+    ``stats`` gains ``lines``, ``sentences``, ``documents`` and one count per reason.
+
+    A chunk that is valid UTF-8 and holds no overlong line is parsed by whole-list operations
+    (strip every line, cut at the blank ones); any other goes line by line. Both give the same.
     """
     ordinal = 0
     sentences: list[str] = []
+    seen = 0  # lines before the current chunk
 
     def flush() -> Iterator[TextDocument]:
         nonlocal ordinal, sentences
@@ -66,39 +73,102 @@ def parse_bert_text(
             ordinal += 1
             sentences = []
 
-    for number, raw in enumerate(lines, start=1):
-        stats["lines"] += 1
-        try:
-            line = raw.decode("utf-8")
-        except UnicodeDecodeError as e:
-            stats["skipped_invalid_utf8_line"] += 1
-            yield Reject.of("skipped_invalid_utf8_line", f"{source}:line {number}: {e.reason}", raw)
-            continue
-        if number == 1 and line.startswith(_BOM):
-            line = line[1:]
-        line = line.strip()
-        if not line:
-            yield from flush()
-            continue
-        if len(line) > max_sentence_chars:
-            stats["split_overlong_sentence"] += 1
+    def add(piece: str, number: int) -> Iterator[TextDocument | Reject]:
+        if len(sentences) >= max_document_sentences:
+            stats["split_overlong_document"] += 1
             yield Reject.of(
-                "split_overlong_sentence",
-                f"{source}:line {number}: {len(line)} characters",
-                line,
+                "split_overlong_document",
+                f"{source}:line {number}: document cut before this line, at {max_document_sentences} sentences",
+                piece,
             )
-            pieces = split_long_sentence(line, max_sentence_chars)
-        else:
-            pieces = [line]
-        for piece in pieces:
-            if len(sentences) >= max_document_sentences:
-                stats["split_overlong_document"] += 1
+            yield from flush()
+        sentences.append(piece)
+        stats["sentences"] += 1
+
+    def extend(run: list[str], first: int) -> Iterator[TextDocument | Reject]:
+        """Adds ``run`` (non-blank stripped lines, the first numbered ``first``)."""
+        if len(sentences) + len(run) <= max_document_sentences:
+            sentences.extend(run)
+            stats["sentences"] += len(run)
+            return
+        for i, piece in enumerate(run):
+            yield from add(piece, first + i)
+
+    for chunk in chunks:
+        lines, valid = _decoded_lines(chunk)
+        first = seen + 1
+        seen += len(lines)
+        stats["lines"] += len(lines)
+        if first == 1 and lines and isinstance(lines[0], str) and lines[0].startswith(_BOM):
+            lines[0] = lines[0][1:]
+        if valid:
+            stripped = list(map(str.strip, lines))
+            if max(map(len, stripped), default=0) <= max_sentence_chars:
+                start = 0
+                for blank in itertools.compress(range(len(stripped)), map(operator.not_, stripped)):
+                    yield from extend(stripped[start:blank], first + start)
+                    yield from flush()
+                    start = blank + 1
+                yield from extend(stripped[start:], first + start)
+                continue
+        for number, line in enumerate(lines, start=first):
+            if isinstance(line, _InvalidLine):
+                stats["skipped_invalid_utf8_line"] += 1
                 yield Reject.of(
-                    "split_overlong_document",
-                    f"{source}:line {number}: document cut before this line, at {max_document_sentences} sentences",
-                    piece,
+                    "skipped_invalid_utf8_line",
+                    f"{source}:line {number}: {line.reason}",
+                    bytes(line),
                 )
+                continue
+            line = line.strip()
+            if not line:
                 yield from flush()
-            sentences.append(piece)
-            stats["sentences"] += 1
+                continue
+            if len(line) > max_sentence_chars:
+                stats["split_overlong_sentence"] += 1
+                yield Reject.of(
+                    "split_overlong_sentence",
+                    f"{source}:line {number}: {len(line)} characters",
+                    line,
+                )
+                pieces = split_long_sentence(line, max_sentence_chars)
+            else:
+                pieces = [line]
+            for piece in pieces:
+                yield from add(piece, number)
     yield from flush()
+
+
+class _InvalidLine(bytes):
+    """A raw line that is not UTF-8 (with its ``\\n``, if it had one), and why."""
+
+    reason: str
+
+
+def _decoded_lines(chunk: bytes) -> tuple[list[str | _InvalidLine], bool]:
+    """The lines of ``chunk`` (see ``parse_bert_text``) without their ``\\n``, and whether all
+    are UTF-8; a line that is not stays raw, as an ``_InvalidLine``. ``\\n`` is never inside
+    a multi-byte character, so a chunk that decodes as a whole splits into the same lines."""
+    try:
+        text = chunk.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    else:
+        lines = text.split("\n")
+        if text.endswith("\n"):
+            lines.pop()
+        return lines, True
+    raws = chunk.split(b"\n")
+    ends = [True] * (len(raws) - 1) + [False]
+    if chunk.endswith(b"\n"):
+        raws.pop()
+        ends.pop()
+    out: list[str | _InvalidLine] = []
+    for raw, ended in zip(raws, ends, strict=True):
+        try:
+            out.append(raw.decode("utf-8"))
+        except UnicodeDecodeError as e:
+            invalid = _InvalidLine(raw + b"\n" if ended else raw)
+            invalid.reason = e.reason
+            out.append(invalid)
+    return out, False

@@ -31,11 +31,26 @@ is never split): the tokenizer's fast path works per distinct chunk of a call, s
 cost less per sentence, and a worker holds one batch, never a whole file."""
 
 
-def _lines(path: str):
-    """The file's lines, decompressed (.gz, .bz2); a compressed stream cut before its end
-    raises EOFError after its last whole line (``open_decompressed``)."""
+READ_BYTES = 1 << 16
+"""Decompressed bytes read at a time: a cut compressed file loses at most this much (with the
+line it cuts) before ``truncated_input_file``."""
+
+
+def _chunks(path: str) -> Iterator[bytes]:
+    """The file's bytes, decompressed (.gz, .bz2), in chunks of whole lines (each cut after a
+    ``\\n``; the last as the file ends). A compressed stream cut before its end raises
+    EOFError (``open_decompressed``)."""
     with open_decompressed(path, whole=True) as f:
-        yield from f
+        carry: list[bytes] = []
+        while block := f.read(READ_BYTES):
+            cut = block.rfind(b"\n") + 1
+            if not cut:
+                carry.append(block)  # inside a line longer than a block
+                continue
+            yield b"".join([*carry, block[:cut]])
+            carry = [block[cut:]] if cut < len(block) else []
+        if carry:
+            yield b"".join(carry)
 
 
 class TokenizeBertTextFn(CountingDoFn):
@@ -105,7 +120,7 @@ class TokenizeBertTextFn(CountingDoFn):
         before = self.stats["lines"]
         self._cut = False
         items = parse_bert_text(
-            _lines(input_file.path),
+            _chunks(input_file.path),
             input_file.name,
             self.stats,
             self._max_sentence_chars,

@@ -235,3 +235,102 @@ def test_reject_excerpt_of_invalid_bytes_is_escaped():
     assert rejects[0].excerpt.startswith("\\xff")
     assert len(rejects[0].excerpt) == EXCERPT_CHARS
     assert rejects[0].to_json()["reason"] == "skipped_invalid_utf8_line"
+
+
+def _random_file(rng: random.Random, n_lines: int) -> bytes:
+    """Lines of every kind the parser tells apart, joined by \\n or \\r\\n."""
+    kinds = [
+        lambda: b"",
+        lambda: b"  \t ",
+        lambda: " ".join(
+            rng.choice(["w\u00e9rd", "word", "x", "\u201cq\u201d"])
+            for _ in range(rng.randint(1, 12))
+        ).encode(),
+        lambda: b"bad \xff\xfe bytes",
+        lambda: b"long " * rng.randint(20, 40),
+        lambda: "\ufeffbom".encode(),
+    ]
+    weights = [3, 1, 12, 1, 1, 1]
+    lines = [rng.choices(kinds, weights)[0]() for _ in range(n_lines)]
+    if rng.random() < 0.5:
+        lines[0] = "\ufeff".encode() + lines[0]
+    ends = [rng.choice([b"\n", b"\r\n"]) for _ in lines]
+    data = b"".join(line + end for line, end in zip(lines, ends, strict=True))
+    return data if rng.random() < 0.5 else data.rstrip(b"\r\n")
+
+
+def _parse_line_by_line(lines: list[bytes], max_sentence_chars: int, max_document_sentences: int):
+    """The format's rules applied one line at a time, plainly (the oracle of the test below)."""
+    docs, rejects, stats, sentences = [], [], Counter(), []
+
+    def flush():
+        nonlocal sentences
+        if sentences:
+            stats["documents"] += 1
+            docs.append(TextDocument(f"src:{len(docs)}", sentences))
+            sentences = []
+
+    for number, raw in enumerate(lines, start=1):
+        stats["lines"] += 1
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            stats["skipped_invalid_utf8_line"] += 1
+            rejects.append(
+                Reject.of("skipped_invalid_utf8_line", f"src:line {number}: {e.reason}", raw)
+            )
+            continue
+        line = (line[1:] if number == 1 and line.startswith("\ufeff") else line).strip()
+        if not line:
+            flush()
+            continue
+        pieces = [line]
+        if len(line) > max_sentence_chars:
+            stats["split_overlong_sentence"] += 1
+            rejects.append(
+                Reject.of(
+                    "split_overlong_sentence", f"src:line {number}: {len(line)} characters", line
+                )
+            )
+            pieces = split_long_sentence(line, max_sentence_chars)
+        for piece in pieces:
+            if len(sentences) >= max_document_sentences:
+                stats["split_overlong_document"] += 1
+                rejects.append(
+                    Reject.of(
+                        "split_overlong_document",
+                        f"src:line {number}: document cut before this line, at {max_document_sentences} sentences",
+                        piece,
+                    )
+                )
+                flush()
+            sentences.append(piece)
+            stats["sentences"] += 1
+    flush()
+    return docs, rejects, stats
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_chunks_of_whole_lines_parse_as_the_lines_one_by_one(seed):
+    """A file read in blocks cut after a line end gives the same documents, rejects and counts
+    as its lines given one at a time, wherever the cuts fall (the whole-chunk path and the
+    line-by-line one agree)."""
+    rng = random.Random(seed)
+    data = _random_file(rng, rng.randint(1, 300))
+    limits = {"max_sentence_chars": 100, "max_document_sentences": rng.choice([3, 7, 1000])}
+    one_by_one = parse(
+        [line for line in data.split(b"\n") if line] if False else _lines(data), **limits
+    )
+    ends = [i + 1 for i, b in enumerate(data) if b == 0x0A]
+    cuts = sorted(rng.sample(ends, min(len(ends), rng.randint(0, 8))))
+    chunks = [data[a:b] for a, b in zip([0, *cuts], [*cuts, len(data)], strict=True) if b > a]
+    assert b"".join(chunks) == data
+    assert parse(chunks, **limits) == one_by_one
+    assert parse([data], **limits) == one_by_one
+
+
+def _lines(data: bytes) -> list[bytes]:
+    """``data`` cut after each \\n (as ``readline`` does)."""
+    lines = [line + b"\n" for line in data.split(b"\n")]
+    lines[-1] = lines[-1][:-1]
+    return [line for line in lines if line]

@@ -116,3 +116,15 @@ def test_an_error_of_the_tokenizer_is_not_taken_for_damage(vocab, sample_corpus_
     (f,) = expand_inputs([str(sample_corpus_files[0])])
     with pytest.raises(ValueError, match="tokenizer failed"):
         list(fn.process(f))
+
+
+def test_blocks_smaller_than_a_line_read_the_same_documents(
+    vocab, sample_corpus_files, tmp_path, monkeypatch
+):
+    files = sample_corpus_files[:1]
+    whole, _, whole_counts = _run(vocab, files, tmp_path / "whole")
+    monkeypatch.setattr(source, "READ_BYTES", 7)
+    blocks, _, block_counts = _run(vocab, files, tmp_path / "blocks")
+    assert _decoded(blocks) == _decoded(whole) and block_counts == whole_counts
+    assert list(source._chunks(str(files[0])))[:3] != [files[0].read_bytes()]
+    assert b"".join(source._chunks(str(files[0]))) == files[0].read_bytes()
