@@ -126,7 +126,9 @@ class SourceReader:
         from transforms.mediawiki_xml import WikiPage, iter_pages
         from transforms.wikitext import wikitext_to_paragraphs
 
-        opened = RangeStream(f.stream_range) if f.stream_range else open_decompressed(f.path, on_read)
+        opened = (
+            RangeStream(f.stream_range) if f.stream_range else open_decompressed(f.path, on_read)
+        )
         with opened as stream:
             for item in iter_pages(
                 stream,
