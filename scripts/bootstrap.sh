@@ -32,4 +32,9 @@ quietly "${pip[@]}" --no-deps -e "$root"
 # The instance phases' compiled kernels, compiled once into numba's cache (~10 s), not by every
 # worker of the first job.
 quietly "$venv/bin/python" -m transforms.kernel_cache
+# The project's own byte code, compiled once (an editable install compiles nothing, and where
+# PYTHONDONTWRITEBYTECODE is set every process would recompile every module it imports: ~50 ms
+# for each job's launcher and worker zygote).
+quietly "$venv/bin/python" -m compileall -q -j 0 "$root/pipeline" "$root/transforms" \
+  "$root/tokenizer" "$root/shards" "$root/trainer"
 echo "$want" > "$stamp"
