@@ -9,6 +9,9 @@ from collections.abc import Iterator
 import apache_beam as beam
 import numpy as np
 from apache_beam.io.filesystems import FileSystems
+from apache_beam.transforms.window import GlobalWindow
+from apache_beam.utils.timestamp import MIN_TIMESTAMP
+from apache_beam.utils.windowed_value import WindowedValue
 
 from pipeline.files.input_files import InputFile
 from pipeline.files.source_readers import open_decompressed
@@ -26,9 +29,11 @@ from transforms.rejects import Reject
 from transforms.token_documents import TokenizedDocument, kept_document
 
 BATCH_SENTENCES = ENCODE_BATCH_SENTENCES
-"""A batch of documents is tokenized and spilled once it holds this many sentences (a document
-is never split): the tokenizer's fast path works per distinct chunk of a call, so large calls
-cost less per sentence, and a worker holds one batch, never a whole file."""
+"""A batch of documents (of one file or several of a bundle) is tokenized and spilled once it
+holds this many sentences (a document is never split), and at the end of the bundle: the
+tokenizer's fast path works per distinct chunk of a call, so large calls cost less per sentence
+(30 MB of books, one core: 1.23 s in calls of ~4k sentences, one file each, 0.98 s in calls of
+32k), and a worker holds one batch, never a whole file."""
 
 
 READ_BYTES = 1 << 16
@@ -57,7 +62,8 @@ class TokenizeBertTextFn(CountingDoFn):
     """InputFile → RefTable (main) per batch of its documents, Reject (``rejects``), per-bundle
     counts (``stats``).
 
-    Each batch's token ids are appended to this bundle's spill file (``tokens-<uuid>.bin`` in
+    Documents are batched across the bundle's files (``BATCH_SENTENCES``); each batch's token
+    ids are appended to this bundle's spill file (``tokens-<uuid>.bin`` in
     ``spill_dir``, a ``TokenizedDocument.to_bytes`` per document); the RefTable says where.
     Sentences that tokenize to nothing are dropped (``dropped_empty_sentence``); a document left
     with none is rejected (``dropped_empty_document``). A file that cannot be read to its end
@@ -88,8 +94,15 @@ class TokenizeBertTextFn(CountingDoFn):
         self._file = None
         self._path = ""
         self._written = 0
+        self._batch: list[TextDocument] = []
+        self._batch_sentences = 0
 
     def finish_bundle(self):
+        for output in self._tokenized():
+            if isinstance(output, beam.pvalue.TaggedOutput):
+                yield beam.pvalue.TaggedOutput(output.tag, _in_global_window(output.value))
+            else:
+                yield _in_global_window(output)
         if self._file is not None:
             self._file.close()
             self._file = None
@@ -97,18 +110,14 @@ class TokenizeBertTextFn(CountingDoFn):
 
     def process(self, input_file: InputFile):
         before = self.stats["lines"]
-        batch: list[TextDocument] = []
-        sentences = 0
         for item in self._parsed(input_file):
             if isinstance(item, Reject):
                 yield self.reject(item)
                 continue
-            batch.append(item)
-            sentences += len(item.sentences)
-            if sentences >= BATCH_SENTENCES:
-                yield from self._tokenized(batch)
-                batch, sentences = [], 0
-        yield from self._tokenized(batch)
+            self._batch.append(item)
+            self._batch_sentences += len(item.sentences)
+            if self._batch_sentences >= BATCH_SENTENCES:
+                yield from self._tokenized()
         self.stats["input_files"] += 1
         if self.stats["lines"] == before and not self._cut:
             self.stats["empty_input_file"] += 1
@@ -142,11 +151,13 @@ class TokenizeBertTextFn(CountingDoFn):
                 return
             yield item
 
-    def _tokenized(self, batch: list[TextDocument]):
-        """Tokenizes ``batch`` in one go and spills its kept documents: their RefTable, and a
-        Reject per empty document."""
+    def _tokenized(self):
+        """Tokenizes the batch in one go and spills its kept documents: their RefTable, and a
+        Reject per empty document; the batch is then empty."""
+        batch = self._batch
         if not batch:
             return
+        self._batch, self._batch_sentences = [], 0
         assert self._tokenizer is not None
         docs = [(d.key, d.sentences) for d in batch]
         kept: list[TokenizedDocument] = []
@@ -180,6 +191,11 @@ class TokenizeBertTextFn(CountingDoFn):
             sizes,
             np.array([d.num_sentences for d in documents], dtype=np.int64),
         )
+
+
+def _in_global_window(value):
+    """``value`` as an element of the global window (what ``finish_bundle`` must emit)."""
+    return WindowedValue(value, MIN_TIMESTAMP, [GlobalWindow()])
 
 
 class TokenizeBertText(beam.PTransform):

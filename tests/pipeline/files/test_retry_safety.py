@@ -135,7 +135,7 @@ class Attempt:
             value = out.value.value if isinstance(out.value, WindowedValue) else out.value
             self.tagged.setdefault(out.tag, []).append(value)
         else:
-            self.main.append(out)
+            self.main.append(out.value if isinstance(out, WindowedValue) else out)
 
 
 _DONE = object()

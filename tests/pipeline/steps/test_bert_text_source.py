@@ -26,11 +26,20 @@ def _run(vocab: Vocab, paths: list[Path], spill: Path) -> tuple[list, list[dict]
     for f in expand_inputs([str(p) for p in paths]):
         outputs += list(fn.process(f))
     outputs += list(fn.finish_bundle())
-    tables = [o for o in outputs if not isinstance(o, TaggedOutput)]
-    rejects = [o.value for o in outputs if isinstance(o, TaggedOutput) and o.tag == "rejects"]
-    (counts,) = [o.value.value for o in outputs if isinstance(o, TaggedOutput) and o.tag == "stats"]
-    assert isinstance(counts, dict) and not isinstance(counts, WindowedValue)
+    tables = [_value(o) for o in outputs if not isinstance(o, TaggedOutput)]
+    rejects = [
+        _value(o.value) for o in outputs if isinstance(o, TaggedOutput) and o.tag == "rejects"
+    ]
+    (counts,) = [
+        _value(o.value) for o in outputs if isinstance(o, TaggedOutput) and o.tag == "stats"
+    ]
+    assert isinstance(counts, dict)
     return tables, rejects, counts
+
+
+def _value(output):
+    """An output's value (``finish_bundle`` emits WindowedValues)."""
+    return output.value if isinstance(output, WindowedValue) else output
 
 
 def _decoded(tables: list) -> dict[str, list[list[int]]]:
@@ -50,7 +59,7 @@ def test_documents_cut_into_batches_decode_as_each_documents_own_encoding(
     whole, _, whole_counts = _run(vocab, files, tmp_path / "whole")
     monkeypatch.setattr(source, "BATCH_SENTENCES", 7)
     small, _, small_counts = _run(vocab, files, tmp_path / "small")
-    assert len(whole) == 2 and len(small) > 10
+    assert len(whole) == 1 and len(small) > 10  # the two files in one batch
     assert len({p for t in small for p in t.paths}) == 1  # one spill file per bundle
     decoded = _decoded(small)
     assert decoded == _decoded(whole)
@@ -104,7 +113,12 @@ def test_empty_files_and_documents_are_counted_and_rejected(vocab, tmp_path):
     assert counts["documents"] == 3 and counts["tokenized_documents"] == 2
 
 
-def test_an_error_of_the_tokenizer_is_not_taken_for_damage(vocab, sample_corpus_files, tmp_path):
+@pytest.mark.parametrize("batch_sentences", [7, source.BATCH_SENTENCES])
+def test_an_error_of_the_tokenizer_is_not_taken_for_damage(
+    vocab, sample_corpus_files, tmp_path, monkeypatch, batch_sentences
+):
+    """Raised while the file is read (small batches) or at the bundle's end (one batch)."""
+    monkeypatch.setattr(source, "BATCH_SENTENCES", batch_sentences)
     fn = TokenizeBertTextFn(vocab, True, str(tmp_path), 2000, 10000)
     fn.setup()
 
@@ -116,6 +130,8 @@ def test_an_error_of_the_tokenizer_is_not_taken_for_damage(vocab, sample_corpus_
     (f,) = expand_inputs([str(sample_corpus_files[0])])
     with pytest.raises(ValueError, match="tokenizer failed"):
         list(fn.process(f))
+        list(fn.finish_bundle())
+    assert "truncated_input_file" not in fn.stats
 
 
 def test_blocks_smaller_than_a_line_read_the_same_documents(
