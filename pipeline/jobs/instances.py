@@ -42,7 +42,7 @@ from pipeline.runtime.counters import NAMESPACE, REJECTS_TAG, STATS_TAG, MergeCo
 from pipeline.runtime.local_runner import start as start_pipeline
 from pipeline.runtime.per_job import PerJobFn, job_namespace
 from pipeline.runtime.progress import ProgressMonitor, ProgressReporter, progress_dir
-from pipeline.steps.bert_text_source import TokenizeBertText
+from pipeline.steps.bert_text_source import TokenizeBertTextFn, tokenize_bert_text
 from pipeline.steps.instance_creation import (
     AssignBuckets,
     BucketSlicesFn,
@@ -487,12 +487,14 @@ class _TextSlices(beam.PTransform):
             | "ListFiles" >> beam.Create(self._files, reshuffle=False)
             | "SpreadFiles" >> beam.Reshuffle()
             | "Tokenize"
-            >> TokenizeBertText(
-                self._vocab,
-                config.do_lower_case,
-                spill_dir(config),
-                config.max_sentence_chars,
-                config.max_document_sentences,
+            >> tokenize_bert_text(
+                TokenizeBertTextFn(
+                    self._vocab,
+                    config.do_lower_case,
+                    spill_dir(config),
+                    config.max_sentence_chars,
+                    config.max_document_sentences,
+                )
             )
         )
         slices = tokenized.tables | "AssignBuckets" >> AssignBuckets(

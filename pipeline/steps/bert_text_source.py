@@ -193,26 +193,12 @@ class TokenizeBertTextFn(CountingDoFn):
         )
 
 
+def tokenize_bert_text(fn: TokenizeBertTextFn):
+    """``fn`` as a step: PCollection[InputFile] → tagged outputs ``tables`` (RefTable),
+    ``rejects``, ``stats``."""
+    return beam.ParDo(fn).with_outputs(REJECTS_TAG, STATS_TAG, main="tables")
+
+
 def _in_global_window(value):
     """``value`` as an element of the global window (what ``finish_bundle`` must emit)."""
     return WindowedValue(value, MIN_TIMESTAMP, [GlobalWindow()])
-
-
-class TokenizeBertText(beam.PTransform):
-    """PCollection[InputFile] → tagged outputs ``tables`` (RefTable), ``rejects``, ``stats``."""
-
-    def __init__(
-        self,
-        vocab: Vocab,
-        do_lower_case: bool,
-        spill_dir: str,
-        max_sentence_chars: int,
-        max_document_sentences: int,
-    ) -> None:
-        super().__init__()
-        self._fn = TokenizeBertTextFn(
-            vocab, do_lower_case, spill_dir, max_sentence_chars, max_document_sentences
-        )
-
-    def expand(self, files):
-        return files | beam.ParDo(self._fn).with_outputs(REJECTS_TAG, STATS_TAG, main="tables")

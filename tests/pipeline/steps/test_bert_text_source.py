@@ -37,6 +37,13 @@ def _run(vocab: Vocab, paths: list[Path], spill: Path) -> tuple[list, list[dict]
     return tables, rejects, counts
 
 
+def _before_and_after(vocab, files, tmp_path, monkeypatch, name: str, value: int):
+    """``_run`` over ``files`` as shipped, then with the module's ``name`` set to ``value``."""
+    before = _run(vocab, files, tmp_path / "before")
+    monkeypatch.setattr(source, name, value)
+    return before, _run(vocab, files, tmp_path / "after")
+
+
 def _value(output):
     """An output's value (``finish_bundle`` emits WindowedValues)."""
     return output.value if isinstance(output, WindowedValue) else output
@@ -56,9 +63,9 @@ def test_documents_cut_into_batches_decode_as_each_documents_own_encoding(
     vocab, sample_corpus_files, tmp_path, monkeypatch
 ):
     files = sample_corpus_files[:2]
-    whole, _, whole_counts = _run(vocab, files, tmp_path / "whole")
-    monkeypatch.setattr(source, "BATCH_SENTENCES", 7)
-    small, _, small_counts = _run(vocab, files, tmp_path / "small")
+    (whole, _, whole_counts), (small, _, small_counts) = _before_and_after(
+        vocab, files, tmp_path, monkeypatch, "BATCH_SENTENCES", 7
+    )
     assert len(whole) == 1 and len(small) > 10  # the two files in one batch
     assert len({p for t in small for p in t.paths}) == 1  # one spill file per bundle
     decoded = _decoded(small)
@@ -138,9 +145,9 @@ def test_blocks_smaller_than_a_line_read_the_same_documents(
     vocab, sample_corpus_files, tmp_path, monkeypatch
 ):
     files = sample_corpus_files[:1]
-    whole, _, whole_counts = _run(vocab, files, tmp_path / "whole")
-    monkeypatch.setattr(source, "READ_BYTES", 7)
-    blocks, _, block_counts = _run(vocab, files, tmp_path / "blocks")
+    (whole, _, whole_counts), (blocks, _, block_counts) = _before_and_after(
+        vocab, files, tmp_path, monkeypatch, "READ_BYTES", 7
+    )
     assert _decoded(blocks) == _decoded(whole) and block_counts == whole_counts
     assert list(source._chunks(str(files[0])))[:3] != [files[0].read_bytes()]
     assert b"".join(source._chunks(str(files[0]))) == files[0].read_bytes()
