@@ -71,22 +71,38 @@ class Measurement:
 
 
 def measure(
-    cmd: list[str], env: dict | None = None, interval_s: float = 0.1, cwd: Path | None = None
+    cmd: list[str],
+    env: dict | None = None,
+    interval_s: float = 0.1,
+    cwd: Path | None = None,
+    memory: str = "all",
 ) -> Measurement:
-    """Runs ``cmd`` until its main process exits, sampling the process tree's total RSS (and PSS)
-    every ``interval_s`` seconds. Output goes to a temporary file, not a pipe, so helper processes that
-    outlive the main one (Beam's worker pool shutting down) do not extend the measured time."""
+    """Runs ``cmd`` until its main process exits, sampling the process tree's total RSS and PSS
+    (``memory="all"``), its RSS alone (``"rss"``) or nothing (``"none"``) every ``interval_s``
+    seconds. Output goes to a temporary file, not a pipe, so helper processes that outlive the
+    main one (Beam's worker pool shutting down) do not extend the measured time.
+
+    Sampling is not free: PSS comes from each process's ``smaps_rollup``, which walks all of its
+    mappings (and takes their lock) every time. On a multi-process run of ``bertprep instances``
+    (30 MB, 2 cores) the sampled wall time was 1.16× the unsampled one, RSS alone 1.05×: time a
+    command unsampled and take its memory from a run of its own (``benchmarks/RESULTS.md``,
+    2026-12-06, eighth stop)."""
     import tempfile
 
+    if memory not in ("all", "rss", "none"):
+        raise ValueError(f"memory must be all, rss or none, not {memory!r}")
     with tempfile.TemporaryFile(mode="w+") as log:
         start = time.monotonic()
         proc = subprocess.Popen(
             cmd, stdout=log, stderr=subprocess.STDOUT, env=env, text=True, cwd=cwd
         )
         peak = peak_pss = 0
+        if memory == "none":
+            proc.wait()
         while proc.poll() is None:
             peak = max(peak, tree_rss_bytes(proc.pid))
-            peak_pss = max(peak_pss, tree_pss_bytes(proc.pid))
+            if memory == "all":
+                peak_pss = max(peak_pss, tree_pss_bytes(proc.pid))
             time.sleep(interval_s)
         wall = time.monotonic() - start
         log.seek(0)
