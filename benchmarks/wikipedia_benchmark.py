@@ -144,9 +144,10 @@ Timing = tuple[float, float]
 
 
 def _timed(cmd: list[str], env: dict | None = None, cwd: Path | None = None):
-    """``measure(cmd)`` and the CPU seconds (user + sys) of the processes it waited for."""
+    """``measure(cmd)`` unsampled (memory is not reported here, and sampling slows the run it
+    watches) and the CPU seconds (user + sys) of the processes it waited for."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    m = measure(cmd, env=env, cwd=cwd)
+    m = measure(cmd, env=env, cwd=cwd, memory="none")
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
     return m, cpu
