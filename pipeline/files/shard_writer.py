@@ -25,15 +25,12 @@ import apache_beam as beam
 import numpy as np
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.transforms.window import GlobalWindow
-from apache_beam.utils.timestamp import MIN_TIMESTAMP
-from apache_beam.utils.windowed_value import WindowedValue
 
 from pipeline.files import direct_io
 from pipeline.files.artifacts import commit, temporary_name
 from pipeline.files.page_cache import FinishedFiles
 from pipeline.files.spills import GroupSpill, TaskSpill, task_offsets
-from pipeline.runtime.counters import NAMESPACE
+from pipeline.runtime.counters import NAMESPACE, in_global_window
 from pipeline.runtime.per_job import PerJobFn
 from transforms.framed_examples import frame_bounds, gather_frames
 from transforms.shard_layout import (
@@ -143,7 +140,7 @@ class WriteShardFn(beam.DoFn):
         queued, self._queued = self._queued, []
         try:
             for result in self.write_shards(queued):
-                yield WindowedValue(result, MIN_TIMESTAMP, [GlobalWindow()])
+                yield in_global_window(result)
         finally:
             self._finished.flush()
 

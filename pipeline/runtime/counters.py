@@ -47,6 +47,12 @@ class MergeCounts(beam.CombineFn):
         return {k: int(acc[k]) for k in sorted(acc)}
 
 
+def in_global_window(value):
+    """``value`` as an element of the global window: what a ``finish_bundle`` must emit (it has
+    no input element whose window the output could take)."""
+    return WindowedValue(value, MIN_TIMESTAMP, [GlobalWindow()])
+
+
 class CountingDoFn(beam.DoFn):
     """Subclasses add to ``self.stats`` and yield ``self.reject(r)`` for dead-letter records;
     those given a ``progress`` reporter add to it what they consume (flushed per bundle)."""
@@ -64,10 +70,7 @@ class CountingDoFn(beam.DoFn):
             self.progress.flush()
         if self.stats:
             report(self.stats, self.counter_namespace)
-            yield beam.pvalue.TaggedOutput(
-                STATS_TAG,
-                WindowedValue(dict(self.stats), MIN_TIMESTAMP, [GlobalWindow()]),
-            )
+            yield beam.pvalue.TaggedOutput(STATS_TAG, in_global_window(dict(self.stats)))
         self.stats = Counter()
 
     @staticmethod

@@ -9,13 +9,10 @@ from collections.abc import Iterator
 import apache_beam as beam
 import numpy as np
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.transforms.window import GlobalWindow
-from apache_beam.utils.timestamp import MIN_TIMESTAMP
-from apache_beam.utils.windowed_value import WindowedValue
 
 from pipeline.files.input_files import InputFile
 from pipeline.files.source_readers import open_decompressed
-from pipeline.runtime.counters import REJECTS_TAG, STATS_TAG, CountingDoFn
+from pipeline.runtime.counters import REJECTS_TAG, STATS_TAG, CountingDoFn, in_global_window
 from pipeline.steps.tokenize_documents import (
     ENCODE_BATCH_SENTENCES,
     RefTable,
@@ -100,9 +97,9 @@ class TokenizeBertTextFn(CountingDoFn):
     def finish_bundle(self):
         for output in self._tokenized():
             if isinstance(output, beam.pvalue.TaggedOutput):
-                yield beam.pvalue.TaggedOutput(output.tag, _in_global_window(output.value))
+                yield beam.pvalue.TaggedOutput(output.tag, in_global_window(output.value))
             else:
-                yield _in_global_window(output)
+                yield in_global_window(output)
         if self._file is not None:
             self._file.close()
             self._file = None
@@ -110,8 +107,10 @@ class TokenizeBertTextFn(CountingDoFn):
 
     def process(self, input_file: InputFile):
         before = self.stats["lines"]
-        for item in self._parsed(input_file):
+        cut = False
+        for item in self._parsed(input_file, before):
             if isinstance(item, Reject):
+                cut = cut or item.reason == "truncated_input_file"
                 yield self.reject(item)
                 continue
             self._batch.append(item)
@@ -119,15 +118,14 @@ class TokenizeBertTextFn(CountingDoFn):
             if self._batch_sentences >= BATCH_SENTENCES:
                 yield from self._tokenized()
         self.stats["input_files"] += 1
-        if self.stats["lines"] == before and not self._cut:
+        if self.stats["lines"] == before and not cut:
             self.stats["empty_input_file"] += 1
             yield self.reject(Reject.of("empty_input_file", input_file.name, ""))
 
-    def _parsed(self, input_file: InputFile) -> Iterator[TextDocument | Reject]:
+    def _parsed(self, input_file: InputFile, before: int) -> Iterator[TextDocument | Reject]:
         """The file's documents and line rejects; damage ends them with ``truncated_input_file``
-        (only errors of reading and parsing are caught, not those of the caller's work)."""
-        before = self.stats["lines"]
-        self._cut = False
+        after the file's last whole line (``before``: the lines counted before the file). Only
+        errors of reading and parsing are caught, not those of the caller's work."""
         items = parse_bert_text(
             _chunks(input_file.path),
             input_file.name,
@@ -142,7 +140,6 @@ class TokenizeBertTextFn(CountingDoFn):
                 return
             except (OSError, EOFError, ValueError) as e:  # zlib/bz2 damage surfaces as these
                 self.stats["truncated_input_file"] += 1
-                self._cut = True
                 yield Reject.of(
                     "truncated_input_file",
                     f"{input_file.name}: after line {self.stats['lines'] - before}",
@@ -197,8 +194,3 @@ def tokenize_bert_text(fn: TokenizeBertTextFn):
     """``fn`` as a step: PCollection[InputFile] → tagged outputs ``tables`` (RefTable),
     ``rejects``, ``stats``."""
     return beam.ParDo(fn).with_outputs(REJECTS_TAG, STATS_TAG, main="tables")
-
-
-def _in_global_window(value):
-    """``value`` as an element of the global window (what ``finish_bundle`` must emit)."""
-    return WindowedValue(value, MIN_TIMESTAMP, [GlobalWindow()])

@@ -175,14 +175,14 @@ class AssignBuckets(beam.PTransform):
         self._seed = seed
         self._bucket_size = bucket_size
 
-    def expand(self, documents):
+    def expand(self, tables):
         seed, size = self._seed, self._bucket_size
         num_documents = (
-            documents
+            tables
             | "DocumentsPerTable" >> beam.Map(len)
             | "CountDocuments" >> beam.CombineGlobally(sum)
         )
-        return documents | "AssignBucket" >> beam.FlatMap(
+        return tables | "AssignBucket" >> beam.FlatMap(
             lambda table, n: bucket_slices(table, seed, bucket_count(n, size)),
             n=beam.pvalue.AsSingleton(num_documents),
         )

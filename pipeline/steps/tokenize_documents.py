@@ -1,6 +1,7 @@
 """Tokenizing many documents per tokenizer call on a Beam worker (``tokenize_documents``), where
-tokenized documents lie in spill and token files (``DocumentRef``, ``RefTable``), and loading
-them back (``load_documents``, ``load_layout``).
+tokenized documents lie in spill and token files (``RefTable``; ``DocumentRef`` for one), and
+loading them back (``load_layout``; ``load_documents``, one document object each, is its readable
+reference in the tests).
 
 Token ids stay in files on the workers; only these small references travel through Beam (to be
 grouped into buckets), so no runner has to hold the tokenized corpus in memory.
@@ -76,9 +77,6 @@ class DocumentRef:
     offset: int
     size: int
     num_sentences: int
-
-    def load(self) -> TokenizedDocument:
-        return load_documents([self])[0]
 
 
 @dataclass(frozen=True)
