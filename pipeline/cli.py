@@ -55,7 +55,18 @@ def _start_worker_zygote_early(argv: list[str]) -> None:
         return
     from pipeline.runtime.worker_zygote import Zygote
 
-    Zygote.get()
+    Zygote.get(_kernels_of(argv))
+
+
+def _kernels_of(argv: list[str]) -> tuple[str, ...] | None:
+    """The compiled-kernel groups the command's workers call (None: all): none for ``vocab``,
+    near dedup's alone for ``clean`` (and none unless ``near`` is on its line). A guess that
+    leaves one out only costs the workers its loading."""
+    if argv[0] == "vocab":
+        return ()
+    if argv[0] == "clean":
+        return ("near_dedup",) if any("near" in a for a in argv[1:]) else ()
+    return None
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:

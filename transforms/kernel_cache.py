@@ -13,9 +13,23 @@ from collections import Counter
 
 import numpy as np
 
+KERNEL_GROUPS = ("phases", "near_dedup")
+"""The kernels by the work that calls them: the instance phases', clean's near dedup's."""
 
-def warm() -> None:
-    """Calls every kernel once: the instance phases' on a tiny bucket, near dedup's on two texts."""
+
+def warm(groups: tuple[str, ...] = KERNEL_GROUPS) -> None:
+    """Calls every kernel of ``groups`` once (all by default)."""
+    unknown = set(groups) - set(KERNEL_GROUPS)
+    if unknown:
+        raise ValueError(f"unknown kernel group(s): {sorted(unknown)}")
+    if "phases" in groups:
+        warm_phases()
+    if "near_dedup" in groups:
+        warm_near_dedup()
+
+
+def warm_phases() -> None:
+    """Calls the instance phases' kernels once, on a tiny bucket."""
     from transforms.framed_examples import (
         count_frames,
         frame_bounds,
@@ -69,9 +83,13 @@ def warm() -> None:
         np.zeros((1, 2)), np.ones(1), 0.8, 0.1, False, np.zeros((1, 1), np.int32),
         np.full((1, 1), -1, np.int8), np.zeros(1, np.int32),
     )  # fmt: skip
+
+
+def warm_near_dedup() -> None:
+    """Calls clean's near-dedup kernels once, on two texts."""
     from transforms.near_duplicates import minhash_signatures
 
-    minhash_signatures(["one two three four five six", ""])  # clean's near dedup
+    minhash_signatures(["one two three four five six", ""])
 
 
 if __name__ == "__main__":

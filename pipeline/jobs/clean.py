@@ -49,6 +49,7 @@ from pipeline.steps.clean_stages import (
     BandCandidatesFn,
     ExactDuplicatesFn,
     FinishChunkFn,
+    FinishSettings,
     StageDocumentsFn,
     VerifyNearDuplicatesFn,
     punkt_sample_candidates,
@@ -191,25 +192,49 @@ def build_pipeline(
     units = [(kind, u) for kind in SOURCES for u in work_units(kind, files.get(kind, []), config)]
     elements = [(i, kind, u) for i, (kind, u) in enumerate(units)]
     reader = SourceReader(config.text_field, config.title_field, config.keep_disambiguation)
+    settings = FinishSettings(config.output, config.max_sentence_chars, config.export_text)
+    # Nothing to drop and nothing to train: every unit's documents are finished where they are
+    # read, and the job is one stage.
+    finish_at_once = config.dedup == "none" and pretrained is not None
+    stage = StageDocumentsFn(
+        reader,
+        staging,
+        config.min_words,
+        config.dedup,
+        config.seed if pretrained is None else None,
+        config.chunk_documents,
+        config.chunk_bytes,
+        ProgressReporter(progress_dir(config.output)),
+        finish=settings if finish_at_once else None,
+    )
+    side = (
+        {"tables": beam.pvalue.AsSingleton(p | "PunktTables" >> beam.Create([pretrained]))}
+        if finish_at_once
+        else {}
+    )
     staged = (
         p
         | "ListUnits" >> beam.Create(elements, reshuffle=False)
         | "SpreadUnits" >> beam.Reshuffle()
         | "Stage"
-        >> beam.ParDo(
-            StageDocumentsFn(
-                reader,
-                staging,
-                config.min_words,
-                config.dedup,
-                config.seed if pretrained is None else None,
-                config.chunk_documents,
-                config.chunk_bytes,
-                ProgressReporter(progress_dir(config.output)),
-            )
-        ).with_outputs(EXACT_TAG, BANDS_TAG, STATS_TAG, main="chunks")
+        >> beam.ParDo(stage, **side).with_outputs(EXACT_TAG, BANDS_TAG, STATS_TAG, main="chunks")
     )
     stats_parts = [staged[STATS_TAG]]
+    if not finish_at_once:
+        stats_parts += _finish_staged(p, config, staging, staged, pretrained, settings)
+    (
+        stats_parts
+        | "AllStats" >> beam.Flatten()
+        | "SaveCounts" >> SaveCounts(FileSystems.join(config.output, RESULT))
+    )
+
+
+def _finish_staged(
+    p, config: CleanJobConfig, staging: str, staged, pretrained, settings: FinishSettings
+) -> list:
+    """Dedup over the staged chunks, the splitter's training when there is no pretrained one,
+    and the finished documents; returns their stats outputs."""
+    stats_parts = []
     drop_parts = []
     if config.dedup in ("exact", "near"):
         exact = (
@@ -255,15 +280,11 @@ def build_pipeline(
             | "TrainPunkt" >> beam.Map(train_punkt, staging, config.output)
         )
     finished = joined | "Sentences" >> beam.ParDo(
-        FinishChunkFn(staging, config.output, config.max_sentence_chars, config.export_text),
+        FinishChunkFn(staging, settings.output, settings.max_sentence_chars, settings.export_text),
         tables=beam.pvalue.AsSingleton(tables),
     ).with_outputs(STATS_TAG, main="none")
     stats_parts.append(finished[STATS_TAG])
-    (
-        stats_parts
-        | "AllStats" >> beam.Flatten()
-        | "SaveCounts" >> SaveCounts(FileSystems.join(config.output, RESULT))
-    )
+    return stats_parts
 
 
 def _by_source(stats: dict[str, int]) -> dict[str, dict[str, int]]:

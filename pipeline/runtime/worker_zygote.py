@@ -55,6 +55,11 @@ WARM_MODULES = (
 """What every worker imports anyway, before any pipeline's own modules."""
 
 
+KERNELS_ENV = "BERTPREP_ZYGOTE_KERNELS"
+"""The zygote's own setting (never a worker's): the compiled-kernel groups it loads before its
+first fork, comma-separated (``transforms.kernel_cache.KERNEL_GROUPS``; empty: none). Unset: all.
+A worker that needs a kernel the zygote did not load loads it itself from numba's cache."""
+
 FORKED_WORKERS_ENV = "BERTPREP_FORKED_WORKERS"
 """``0`` turns the zygote off: every worker is then a new process, as Beam starts them."""
 _SAME_FOR_ZYGOTE = (
@@ -77,17 +82,21 @@ class Zygote:
     _instance: Zygote | None = None
     _lock = threading.Lock()
 
-    def __init__(self) -> None:
+    def __init__(self, kernels: tuple[str, ...] | None = None) -> None:
         self._dir = tempfile.mkdtemp(prefix="bertprep-zygote-")
         if len(self._dir) > 90:  # a Unix socket's path has room for ~107 bytes
             self._dir = tempfile.mkdtemp(prefix="bertprep-zygote-", dir="/tmp")
         self.path = os.path.join(self._dir, "socket")
         self.environment = {k: os.environ.get(k) for k in _SAME_FOR_ZYGOTE}
         ready_read, ready_write = os.pipe()
+        env = dict(os.environ)
+        if kernels is not None:
+            env[KERNELS_ENV] = ",".join(kernels)
         self.process = subprocess.Popen(
             [sys.executable, "-m", "pipeline.runtime.worker_zygote", self.path, str(ready_write)],
             stdin=subprocess.PIPE,
             pass_fds=(ready_write,),
+            env=env,
         )
         os.close(ready_write)
         self._ready = threading.Event()
@@ -103,13 +112,14 @@ class Zygote:
         self._ready.set()
 
     @classmethod
-    def get(cls) -> Zygote | None:
-        """The running zygote (started now if none), or None when turned off."""
+    def get(cls, kernels: tuple[str, ...] | None = None) -> Zygote | None:
+        """The running zygote (started now if none, loading the kernel groups ``kernels``, all
+        by default), or None when turned off."""
         if os.environ.get(FORKED_WORKERS_ENV, "1") == "0":
             return None
         with cls._lock:
             if cls._instance is None or cls._instance.process.poll() is not None:
-                cls._instance = cls()
+                cls._instance = cls(kernels)
             return cls._instance
 
     def usable_for(self, env: dict, command_line: str) -> bool:
@@ -176,10 +186,12 @@ def _warm() -> None:
     from pipeline.runtime.dofn_specs import install as remember_dofn_specs
 
     remember_dofn_specs()
+    groups = os.environ.pop(KERNELS_ENV, None)
     with contextlib.suppress(Exception):
-        from transforms.kernel_cache import warm
+        from transforms.kernel_cache import KERNEL_GROUPS, warm
 
-        warm()  # every compiled kernel loaded from numba's cache once, for all children
+        # the compiled kernels loaded from numba's cache once, for all children
+        warm(KERNEL_GROUPS if groups is None else tuple(g for g in groups.split(",") if g))
 
 
 # The zygote process itself: everything below runs there and in its children.

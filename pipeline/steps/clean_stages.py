@@ -11,6 +11,10 @@ descriptions, packed key tables and the (few) duplicates.
 3. ``FinishChunkFn``: a chunk and its drops → the surviving documents split into sentences,
    written to ``documents-UUUUU-CCCC.parquet`` (and ``text/part-UUUUU-CCCC.txt``).
 
+With no dedup and a pretrained sentence splitter nothing is dropped and nothing is trained, so
+``StageDocumentsFn`` given ``finish`` (``FinishSettings``) writes those final files itself, chunk
+for chunk the same: no staged chunk, no second stage.
+
 Every side-effect file has a deterministic name and content and is committed by rename, so a
 retried bundle rewrites the same file and a half-written one is never read. Rejects go to part
 files (``.staging/rejects-*.jsonl``) merged in name order at the end.
@@ -111,8 +115,13 @@ class StageDocumentsFn(CountingDoFn):
         chunk_documents: int,
         chunk_bytes: int,
         progress: ProgressReporter | None = None,
+        finish: FinishSettings | None = None,
     ) -> None:
+        if finish is not None and (dedup != "none" or sample_punkt_seed is not None):
+            raise ValueError("finish needs dedup none and a pretrained sentence splitter")
         self._reader = reader
+        self._finish = finish
+        self._splitter = None
         self.progress = progress
         self._staging = staging
         self._min_words = min_words
@@ -121,11 +130,14 @@ class StageDocumentsFn(CountingDoFn):
         self._chunk_documents = min(chunk_documents, dk.MAX_ROWS_PER_CHUNK + 1)
         self._chunk_bytes = chunk_bytes
 
-    def process(self, element: tuple[int, str, WorkUnit]):
+    def process(self, element: tuple[int, str, WorkUnit], tables=None):
+        """``tables``: the PunktTables side input, given with ``finish`` only."""
         unit_index, kind, unit = element
         local: Counter[str] = Counter()
         rejects = RejectsPart(FileSystems.join(self._staging, f"rejects-0-{unit_index:05d}.jsonl"))
-        chunk: _ChunkWriter | None = None
+        if self._finish is not None:
+            self._splitter = _splitter(self._splitter, tables, self._finish.max_sentence_chars)
+        chunk: _ChunkWriter | _FinishedChunk | None = None
         number = 0
         on_read = self.progress.add if self.progress is not None else None
         for item in self._read(kind, unit, local, rejects, on_read):
@@ -135,7 +147,13 @@ class StageDocumentsFn(CountingDoFn):
             row = self._normalize(item, local, rejects)
             if row is None:
                 continue
-            if chunk is None:
+            if chunk is None and self._finish is not None:
+                chunk = _FinishedChunk(
+                    DocumentsWriter(
+                        self._finish, output_name(unit_index, number), self._splitter, self.stats
+                    )
+                )
+            elif chunk is None:
                 chunk = _ChunkWriter(
                     self._staging, self._dedup, self._punkt_seed, unit_index, number
                 )
@@ -408,83 +426,139 @@ def train_punkt(samples: list[tuple[int, int]], staging: str, output: str):
     return tables
 
 
+@dataclass(frozen=True)
+class FinishSettings:
+    """Where and how finished documents are written: ``output`` (the job's directory), the
+    longest sentence in characters (longer ones are cut), whether to write the BERT text export."""
+
+    output: str
+    max_sentence_chars: int
+    export_text: bool
+
+
+def _splitter(current, tables, max_chars: int):
+    """``current`` if it splits with ``tables``, else a new SentenceSplitter."""
+    from transforms.sentences import SentenceSplitter
+
+    if current is None or current.tables != tables:
+        return SentenceSplitter(tables, max_chars)
+    return current
+
+
+class DocumentsWriter:
+    """One chunk's finished documents: each added document split into sentences and written
+    to ``documents-NAME.parquet`` (and ``text/part-NAME.txt``), counting ``documents_out``,
+    ``sentences_out``, ``characters_out`` and ``split_overlong_sentence`` (per source) into
+    ``stats``. ``close()`` commits what was added; a chunk left with no row is abandoned."""
+
+    BATCH = 256
+
+    def __init__(self, settings: FinishSettings, name: str, splitter, stats: Counter) -> None:
+        self._splitter = splitter
+        self._stats = stats
+        self._out = ParquetPart(
+            FileSystems.join(settings.output, f"documents-{name}.parquet"), documents_schema()
+        )
+        self._text = (
+            TextPart(FileSystems.join(settings.output, "text", f"part-{name}.txt"))
+            if settings.export_text
+            else None
+        )
+        self._batch: list[dict] = []
+
+    def add(self, doc: dict) -> None:
+        """``doc``: doc_id, source, title and normalized paragraphs."""
+        row = self._split(doc)
+        self._batch.append(row)
+        if self._text is not None:
+            self._text.write("\n".join(row["sentences"]) + "\n\n")
+        if len(self._batch) >= self.BATCH:
+            self._out.write(self._batch)
+            self._batch = []
+
+    def close(self) -> None:
+        self._out.write(self._batch)
+        self._batch = []
+        if self._out.rows:
+            self._out.close()
+            if self._text is not None:
+                self._text.close()
+        else:
+            self.abandon()
+
+    def abandon(self) -> None:
+        self._out.abandon()
+        if self._text is not None:
+            self._text.abandon()
+
+    def _split(self, doc: dict) -> dict:
+        sentences: list[str] = []
+        source = doc["source"]
+        for paragraph in doc["paragraphs"]:
+            found, overlong = self._splitter.split_counted(paragraph, normalized=True)
+            sentences.extend(found)
+            if overlong:
+                self._stats[f"{source}.split_overlong_sentence"] += overlong
+        self._stats[f"{source}.documents_out"] += 1
+        self._stats[f"{source}.sentences_out"] += len(sentences)
+        self._stats[f"{source}.characters_out"] += sum(len(s) for s in sentences)
+        return {
+            "doc_id": doc["doc_id"],
+            "source": source,
+            "title": doc["title"],
+            "sentences": sentences,
+        }
+
+
+class _FinishedChunk:
+    """A chunk of ``StageDocumentsFn`` given ``finish``: its rows go straight to their final
+    documents file, with the same chunk bounds as a staged chunk."""
+
+    def __init__(self, writer: DocumentsWriter) -> None:
+        self.writer = writer
+        self.documents = 0
+        self.size = 0
+
+    def add(self, row: dict) -> None:
+        self.writer.add(row)
+        self.documents += 1
+        self.size += sum(len(p) for p in row["paragraphs"])
+
+    def close(self):
+        self.writer.close()
+        return iter(())
+
+
 class FinishChunkFn(CountingDoFn):
     """((unit, chunk), {chunk, drops}) → the chunk's surviving documents split into sentences,
     written to ``documents-UUUUU-CCCC.parquet`` (and the BERT text export); emits counts."""
 
     def __init__(self, staging: str, output: str, max_sentence_chars: int, export_text: bool):
         self._staging = staging
-        self._output = output
-        self._max_chars = max_sentence_chars
-        self._export_text = export_text
+        self._settings = FinishSettings(output, max_sentence_chars, export_text)
         self._splitter = None
 
     def process(self, element, tables):
-        from transforms.sentences import SentenceSplitter
-
-        if self._splitter is None or self._splitter.tables != tables:
-            self._splitter = SentenceSplitter(tables, self._max_chars)
+        self._splitter = _splitter(self._splitter, tables, self._settings.max_sentence_chars)
         (unit, chunk), grouped = element
         (staged,) = grouped["chunk"]
         dropped = set(grouped["drops"])
-        name = output_name(unit, chunk)
-        out = ParquetPart(
-            FileSystems.join(self._output, f"documents-{name}.parquet"), documents_schema()
-        )
-        text = (
-            TextPart(FileSystems.join(self._output, "text", f"part-{name}.txt"))
-            if self._export_text
-            else None
-        )
+        out = DocumentsWriter(self._settings, output_name(unit, chunk), self._splitter, self.stats)
         rows = iter_parquet_rows(
             chunk_path(self._staging, unit, chunk), ["doc_id", "source", "title", "paragraphs"]
         )
-        batch: list[dict] = []
         seen = 0
         for row, doc in enumerate(rows):
             seen += 1
-            if row in dropped:
-                continue
-            batch.append(self._split(doc))
-            if text is not None:
-                text.write("\n".join(batch[-1]["sentences"]) + "\n\n")
-            if len(batch) >= 256:
-                out.write(batch)
-                batch = []
-        out.write(batch)
+            if row not in dropped:
+                out.add(doc)
         if seen != staged.documents:
             out.abandon()
-            if text is not None:
-                text.abandon()
             raise RuntimeError(
                 f"staged chunk {unit}/{chunk}: {staged.documents} documents recorded, {seen} found"
             )
-        if out.rows:
-            out.close()
-            if text is not None:
-                text.close()
-        else:
-            out.abandon()
-            if text is not None:
-                text.abandon()
+        out.close()
         return []
-
-    def _split(self, doc: dict) -> dict:
-        sentences: list[str] = []
-        for paragraph in doc["paragraphs"]:
-            found, overlong = self._splitter.split_counted(paragraph, normalized=True)
-            sentences.extend(found)
-            if overlong:
-                self.stats[f"{doc['source']}.split_overlong_sentence"] += overlong
-        self.stats[f"{doc['source']}.documents_out"] += 1
-        self.stats[f"{doc['source']}.sentences_out"] += len(sentences)
-        self.stats[f"{doc['source']}.characters_out"] += sum(len(s) for s in sentences)
-        return {
-            "doc_id": doc["doc_id"],
-            "source": doc["source"],
-            "title": doc["title"],
-            "sentences": sentences,
-        }
 
 
 def documents_schema():

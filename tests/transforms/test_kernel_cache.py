@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -23,3 +25,10 @@ def test_warm_up_compiles_every_kernel_into_the_cache(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     cached = {p.name.split(".")[0] for p in (copy / "__pycache__").glob("*.nbi")}
     assert {"framed_examples", "static_rows", "pair_spans", "token_documents"} <= cached
+
+
+def test_an_unknown_kernel_group_is_refused():
+    from transforms.kernel_cache import warm
+
+    with pytest.raises(ValueError, match="unknown kernel group"):
+        warm(("phases", "tokenizer"))

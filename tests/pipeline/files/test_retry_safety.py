@@ -384,6 +384,22 @@ CASES = [
         matcher("chunk-*.parquet", "bands-*.u64", "rejects-*.jsonl"),
     ),
     Case(
+        "clean_stages.StageDocumentsFn, finishing (no dedup, a pretrained splitter)",
+        lambda up, work: clean_stages.StageDocumentsFn(
+            SourceReader("text", "title", False),
+            str(work),
+            20,
+            "none",
+            None,
+            24,
+            16 << 20,
+            finish=clean_stages.FinishSettings(str(work), 2000, True),
+        ),
+        lambda up: [max(up.units, key=lambda e: Path(e[2].path).stat().st_size), up.units[-1]],
+        matcher("documents-*.parquet", "text/part-*.txt", "rejects-*.jsonl"),
+        side=lambda up: (up.tables,),
+    ),
+    Case(
         "clean_stages.ExactDuplicatesFn",
         lambda up, work: clean_stages.ExactDuplicatesFn(str(work)),
         biggest_exact_partition,

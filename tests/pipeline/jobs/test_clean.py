@@ -156,6 +156,63 @@ def test_exact_and_near_duplicates(tmp_path, punkt_model):
     assert [d["doc_id"] for d in rows(out)] == ["books/a.txt"]
 
 
+def test_no_dedup_with_a_pretrained_splitter_is_one_stage_writing_the_same_files(
+    tmp_path, punkt_model
+):
+    """Nothing to drop and nothing to train: the job finishes documents where it reads them (no
+    staged chunks, no second stage), and writes what the staged path writes; on a corpus with no
+    duplicates that is exact dedup's output, byte for byte."""
+    import apache_beam as beam
+
+    from pipeline.files.input_files import expand_inputs
+    from pipeline.files.punkt_files import load_punkt_tables
+    from pipeline.jobs.clean import build_pipeline
+
+    books = tmp_path / "books"
+    books.mkdir()
+    for b in range(3):
+        story = [
+            f"Book {b} tells in entry {i} of Mr. Keeper, the lamp and the fog." for i in range(40)
+        ]
+        (books / f"{b}.txt").write_text(" ".join(story) + "\n\nA second paragraph ends it.\n")
+    (books / "empty.txt").write_text("")
+    inputs = {"books": [str(books / "*.txt")], "export_text": True}
+    none, none_out = clean(tmp_path, "none", dedup="none", **inputs)
+    exact, exact_out = clean(tmp_path, "exact", dedup="exact", **inputs)
+
+    def files(root: Path) -> dict[str, bytes]:
+        return {
+            str(p.relative_to(root)): p.read_bytes()
+            for p in sorted(root.rglob("*"))
+            if p.is_file() and p.name != "manifest.json"
+        }
+
+    assert files(none_out) == files(exact_out)
+    assert len([n for n in files(none_out) if n.startswith("documents-")]) == 3
+    assert none["counts"] == exact["counts"] and none["totals"] == exact["totals"]
+    assert none["counts"]["books"]["empty_file"] == 1
+
+    class Stages(beam.pipeline.PipelineVisitor):
+        def __init__(self) -> None:
+            self.names: set[str] = set()
+
+        def visit_transform(self, node) -> None:
+            self.names.add(node.full_label.split("/")[0])
+
+    def stages(dedup: str, pretrained) -> set[str]:
+        p = beam.Pipeline()
+        config = CleanJobConfig(output=str(tmp_path / "x"), books=inputs["books"], dedup=dedup)
+        build_pipeline(p, config, {"books": expand_inputs(inputs["books"])}, pretrained)
+        visitor = Stages()
+        p.visit(visitor)
+        return visitor.names
+
+    tables = load_punkt_tables()
+    assert "Sentences" not in stages("none", tables)
+    assert "Sentences" in stages("exact", tables)
+    assert "Sentences" in stages("none", None)  # the splitter trained on the corpus first
+
+
 def test_jsonl_and_parquet_sources(tmp_path, punkt_model):
     text = " ".join(f"Line {i} of a record holds a plain sentence of prose." for i in range(12))
     (tmp_path / "a.jsonl").write_text(

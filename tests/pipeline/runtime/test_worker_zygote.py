@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import apache_beam as beam
+import pytest
 from apache_beam.metrics.metric import MetricsFilter
 
 from pipeline.runtime import worker_zygote
@@ -128,22 +129,60 @@ def test_the_cli_starts_the_zygote_early_only_for_local_multi_process_pipelines(
     from pipeline import cli
 
     started = []
-    monkeypatch.setattr(worker_zygote.Zygote, "get", classmethod(lambda cls: started.append(1)))
+    monkeypatch.setattr(
+        worker_zygote.Zygote, "get", classmethod(lambda cls, kernels=None: started.append(kernels))
+    )
     for argv, expected in [
-        (["run"], 1),
-        (["clean", "--wikipedia", "x.bz2", "--output", "o"], 1),
-        (["instances", "--input", "x", "--direct_running_mode=multi_processing"], 1),
-        (["run", "--direct_running_mode=in_memory"], 0),
-        (["run", "--runner", "DaskRunner"], 0),
-        (["run", "--direct_num_workers=1"], 0),
-        (["run", "--help"], 0),
-        (["instances", "--compat", "reference"], 0),
-        (["validate", "x"], 0),
-        ([], 0),
+        (["run"], [None]),
+        (["clean", "--wikipedia", "x.bz2", "--output", "o"], [()]),
+        (["clean", "--jsonl", "x", "--output", "o", "--dedup", "near"], [("near_dedup",)]),
+        (["vocab", "--input", "x", "--output", "o"], [()]),
+        (["instances", "--input", "x", "--direct_running_mode=multi_processing"], [None]),
+        (["run", "--direct_running_mode=in_memory"], []),
+        (["run", "--runner", "DaskRunner"], []),
+        (["run", "--direct_num_workers=1"], []),
+        (["run", "--help"], []),
+        (["instances", "--compat", "reference"], []),
+        (["validate", "x"], []),
+        ([], []),
     ]:
         started.clear()
         cli._start_worker_zygote_early(argv)
-        assert len(started) == expected, argv
+        assert started == expected, argv
+
+
+WARM_ONLY = """
+import sys
+from pipeline.runtime import worker_zygote
+worker_zygote._warm()
+loaded = [m for m in ("transforms.framed_examples", "transforms.near_duplicates") if m in sys.modules]
+open(sys.argv[1], "w").write(" ".join(loaded))
+"""
+
+
+@pytest.mark.parametrize(
+    ("groups", "loaded"),
+    [
+        (None, "transforms.framed_examples transforms.near_duplicates"),
+        ("", ""),
+        ("near_dedup", "transforms.near_duplicates"),
+        ("phases", "transforms.framed_examples"),
+    ],
+)
+def test_the_zygote_loads_the_kernel_groups_it_is_given(tmp_path, groups, loaded):
+    """A command that calls no kernel (``clean`` without near dedup, ``vocab``) spares its
+    zygote loading them before the first fork; unset, every group is loaded."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop(worker_zygote.KERNELS_ENV, None)
+    if groups is not None:
+        env[worker_zygote.KERNELS_ENV] = groups
+    out = tmp_path / "loaded"
+    # standard input stays open: the zygote ends when its launcher's pipe closes
+    with subprocess.Popen(
+        [sys.executable, "-c", WARM_ONLY, str(out)], env=env, stdin=subprocess.PIPE
+    ) as proc:
+        assert proc.wait(timeout=120) == 0
+    assert out.read_text() == loaded
 
 
 class MarkExit(beam.DoFn):

@@ -17,6 +17,7 @@ from pipeline.steps.clean_stages import (
     BANDS_TAG,
     EXACT_TAG,
     FinishChunkFn,
+    FinishSettings,
     StagedChunk,
     StageDocumentsFn,
     chunk_path,
@@ -130,6 +131,60 @@ def test_finishing_a_chunk_twice_writes_identical_output(tmp_path, monkeypatch):
     with pytest.raises(RuntimeError, match="5 documents recorded"):
         run_fn(FinishChunkFn(str(staging), str(out), 2000, True), bad)
     assert chunk_path(str(staging), 0, 0).endswith("chunk-00000-0000.parquet")
+
+
+def test_finishing_while_staging_writes_what_staging_then_finishing_writes(tmp_path):
+    """With no dedup and a pretrained splitter the stage writes the final files itself: the same
+    files, bytes and counts as staged chunks finished by FinishChunkFn, chunk for chunk."""
+    from transforms.sentences import PunktTables, train_punkt_parameters
+
+    write_jsonl(tmp_path / "a.jsonl", 7)
+    unit = WorkUnit(str(tmp_path / "a.jsonl"), "a.jsonl")
+    tables = PunktTables.from_parameters(train_punkt_parameters([SENTENCE.format(i=1)] * 50))
+    reader = SourceReader("text", "title", False)
+    staged_out, staging = tmp_path / "staged", tmp_path / "staging"
+    staged = StageDocumentsFn(reader, str(staging), 5, "none", None, 3, 1 << 20)
+    chunks, staged_tags = run_fn(staged, ((2, "jsonl", unit),))
+    finished_stats: Counter[str] = Counter(staged_tags["stats"][0])
+    for chunk in chunks:
+        element = ((chunk.key, {"chunk": [chunk], "drops": []}), tables)
+        _, tags = run_fn(FinishChunkFn(str(staging), str(staged_out), 40, True), element)
+        finished_stats.update(tags["stats"][0])
+
+    direct_out, direct_staging = tmp_path / "direct", tmp_path / "direct-staging"
+    settings = FinishSettings(str(direct_out), 40, True)
+    direct = StageDocumentsFn(
+        reader, str(direct_staging), 5, "none", None, 3, 1 << 20, None, settings
+    )
+    main, tags = run_fn(direct, ((2, "jsonl", unit), tables))
+    assert main == [] and set(tags) == {"stats"}
+
+    def files(root: Path) -> dict[str, bytes]:
+        return {
+            str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
+        }
+
+    assert files(direct_out) == files(staged_out)
+    assert sorted(files(direct_out)) == [
+        *(f"documents-00002-000{c}.parquet" for c in range(3)),
+        *(f"text/part-00002-000{c}.txt" for c in range(3)),
+    ]
+    assert Counter(tags["stats"][0]) == finished_stats
+    assert finished_stats["jsonl.documents_out"] == 7
+    assert finished_stats["jsonl.split_overlong_sentence"] > 0  # 40 characters at most
+    # the rejects part is the stage's own, as before; no staged chunk or band file
+    assert sorted(p.name for p in direct_staging.iterdir()) == ["rejects-0-00002.jsonl"]
+    assert (direct_staging / "rejects-0-00002.jsonl").read_bytes() == (
+        staging / "rejects-0-00002.jsonl"
+    ).read_bytes()
+
+
+@pytest.mark.parametrize(("dedup", "seed"), [("exact", None), ("near", None), ("none", 7)])
+def test_finishing_while_staging_needs_no_dedup_and_a_pretrained_splitter(tmp_path, dedup, seed):
+    reader = SourceReader("text", "title", False)
+    settings = FinishSettings(str(tmp_path / "out"), 40, False)
+    with pytest.raises(ValueError, match="dedup none and a pretrained"):
+        StageDocumentsFn(reader, str(tmp_path), 5, dedup, seed, 3, 1 << 20, None, settings)
 
 
 def test_rejects_part_commits_only_on_close(tmp_path):
