@@ -33,6 +33,11 @@ def _first_ids(tokens: tuple[str, ...]) -> dict[str, int]:
     return token_to_id
 
 
+_PARSED: dict[str, Vocab] = {}
+"""Vocabularies parsed in this process by the digest of their bytes (oldest first)."""
+_PARSED_LIMIT = 4
+
+
 @dataclass(frozen=True)
 class Vocab:
     """Tokens in id order, plus the derived tables instance creation needs.
@@ -46,7 +51,23 @@ class Vocab:
 
     @classmethod
     def from_bytes(cls, data: bytes) -> Vocab:
-        """Parses vocab.txt bytes (UTF-8); raises VocabError with the reason when unusable."""
+        """Parses vocab.txt bytes (UTF-8); raises VocabError with the reason when unusable.
+
+        The same bytes give the same (immutable, shared) Vocab: a process remembers the last
+        few it parsed by digest, so the stages of one ``bertprep run`` that each load the vocab
+        parse it once."""
+        digest = hashlib.sha256(data).hexdigest()
+        known = _PARSED.get(digest)
+        if known is not None:
+            return known
+        vocab = cls._parse(data, digest)
+        if len(_PARSED) >= _PARSED_LIMIT:
+            _PARSED.pop(next(iter(_PARSED)))
+        _PARSED[digest] = vocab
+        return vocab
+
+    @classmethod
+    def _parse(cls, data: bytes, digest: str) -> Vocab:
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as e:
@@ -68,7 +89,7 @@ class Vocab:
             raise VocabError(
                 f"[PAD] must have id 0 (padding is written as 0), found id {token_to_id['[PAD]']}"
             )
-        return cls(tokens=tokens, sha256=hashlib.sha256(data).hexdigest(), token_to_id=token_to_id)
+        return cls(tokens=tokens, sha256=digest, token_to_id=token_to_id)
 
     @classmethod
     def from_file(cls, path: str) -> Vocab:

@@ -180,3 +180,20 @@ def test_pickles_without_its_id_table_and_unpickles_equal(tmp_path):
     carried = len(pickle.dumps((google.tokens, google.sha256, google.token_to_id), protocol=5))
     assert len(pickle.dumps(google, protocol=5)) < 0.6 * carried
     assert pickle.loads(pickle.dumps(google)).token_to_id == google.token_to_id
+
+
+def test_the_same_bytes_are_parsed_once_and_other_bytes_anew() -> None:
+    data = ("\n".join(BASIC) + "\n").encode("utf-8")
+    first = Vocab.from_bytes(data)
+    assert Vocab.from_bytes(bytes(data)) is first
+    other = Vocab.from_bytes(data + b"extra\n")
+    assert other is not first and other.tokens == (*first.tokens, "extra")
+    with pytest.raises(VocabError):  # a failed parse is not remembered as anything
+        Vocab.from_bytes(b"[PAD]\n")
+    with pytest.raises(VocabError):
+        Vocab.from_bytes(b"[PAD]\n")
+    for i in range(8):  # the memo stays small
+        Vocab.from_bytes(data + f"w{i}\n".encode())
+    from tokenizer import vocab as module
+
+    assert len(module._PARSED) <= module._PARSED_LIMIT
