@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -50,6 +51,16 @@ def require_corpora(*relative: str) -> Path:
             pytest.fail(message)
         pytest.skip(message)
     return path
+
+
+@pytest.fixture
+def python_sigint():
+    """Python's own SIGINT handling for the test (restored after). A suite started in the
+    background (``cmd &`` in a script, ``nohup``) inherits SIGINT ignored, and so would every
+    command a test starts: tests of what Ctrl-C does need the default."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
 
 
 @pytest.fixture(scope="session")

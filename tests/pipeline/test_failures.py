@@ -131,6 +131,7 @@ def test_a_killed_worker_is_one_line_naming_the_stage_and_signal(tmp_path, verbo
 
 
 @pytest.mark.parametrize("mode", ["in_memory", "multi_processing"])
+@pytest.mark.usefixtures("python_sigint")
 def test_an_interrupt_is_one_line_naming_the_stage_and_exit_130(tmp_path, mode):
     """SIGINT to the launcher (in_memory) or to its whole process group, as Ctrl-C sends it
     (multi_processing: the workers get it too)."""

@@ -13,6 +13,8 @@ import pytest
 
 from pipeline.runtime.interrupts import InterruptLatch, raise_if_interrupted
 
+pytestmark = pytest.mark.usefixtures("python_sigint")
+
 
 class _InterruptsInItsFinalizer:
     def __del__(self) -> None:
