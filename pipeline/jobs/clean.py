@@ -193,9 +193,10 @@ def build_pipeline(
     elements = [(i, kind, u) for i, (kind, u) in enumerate(units)]
     reader = SourceReader(config.text_field, config.title_field, config.keep_disambiguation)
     settings = FinishSettings(config.output, config.max_sentence_chars, config.export_text)
+    tables = p | "PunktTables" >> beam.Create([pretrained]) if pretrained is not None else None
     # Nothing to drop and nothing to train: every unit's documents are finished where they are
     # read, and the job is one stage.
-    finish_at_once = config.dedup == "none" and pretrained is not None
+    finish_at_once = config.dedup == "none" and tables is not None
     stage = StageDocumentsFn(
         reader,
         staging,
@@ -207,11 +208,7 @@ def build_pipeline(
         ProgressReporter(progress_dir(config.output)),
         finish=settings if finish_at_once else None,
     )
-    side = (
-        {"tables": beam.pvalue.AsSingleton(p | "PunktTables" >> beam.Create([pretrained]))}
-        if finish_at_once
-        else {}
-    )
+    side = {"tables": beam.pvalue.AsSingleton(tables)} if finish_at_once else {}
     staged = (
         p
         | "ListUnits" >> beam.Create(elements, reshuffle=False)
@@ -221,7 +218,7 @@ def build_pipeline(
     )
     stats_parts = [staged[STATS_TAG]]
     if not finish_at_once:
-        stats_parts += _finish_staged(p, config, staging, staged, pretrained, settings)
+        stats_parts += _finish_staged(p, config, staging, staged, tables, settings)
     (
         stats_parts
         | "AllStats" >> beam.Flatten()
@@ -230,10 +227,10 @@ def build_pipeline(
 
 
 def _finish_staged(
-    p, config: CleanJobConfig, staging: str, staged, pretrained, settings: FinishSettings
+    p, config: CleanJobConfig, staging: str, staged, tables, settings: FinishSettings
 ) -> list:
-    """Dedup over the staged chunks, the splitter's training when there is no pretrained one,
-    and the finished documents; returns their stats outputs."""
+    """Dedup over the staged chunks, the splitter's training when there are no pretrained
+    ``tables`` (None), and the finished documents; returns their stats outputs."""
     stats_parts = []
     drop_parts = []
     if config.dedup in ("exact", "near"):
@@ -269,9 +266,7 @@ def _finish_staged(
         "drops": drops | "DropKey" >> beam.Map(lambda d: (chunk_of(d[0]), row_of(d[0]))),
     } | "JoinDrops" >> beam.CoGroupByKey()
 
-    if pretrained is not None:
-        tables = p | "PunktTables" >> beam.Create([pretrained])
-    else:
+    if tables is None:
         limit = config.punkt_sample_documents
         tables = (
             joined
