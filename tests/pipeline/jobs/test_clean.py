@@ -101,7 +101,8 @@ def test_text_export_is_bert_format(real_run):
     assert sum(len(d.strip().split("\n")) for d in documents) == manifest["totals"]["sentences"]
 
 
-def test_bad_inputs_are_counted_and_recorded(tmp_path, punkt_model):
+@pytest.mark.parametrize("dedup", ["exact", "none"])  # staged, and finished as read
+def test_bad_inputs_are_counted_and_recorded(tmp_path, punkt_model, dedup):
     books = tmp_path / "books"
     books.mkdir()
     prose = " ".join(f"Sentence number {i} tells a small part of a long story." for i in range(30))
@@ -125,7 +126,9 @@ def test_bad_inputs_are_counted_and_recorded(tmp_path, punkt_model):
     (wiki / "notext.xml").write_text(
         f'<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.10/">{no_text}</mediawiki>'
     )
-    manifest, out = clean(tmp_path, wikipedia=[str(wiki / "*")], books=[str(books / "*")])
+    manifest, out = clean(
+        tmp_path, wikipedia=[str(wiki / "*")], books=[str(books / "*")], dedup=dedup
+    )
     found = {(r["source"], r["reason"]) for r in rejects(out)}
     assert ("books", "empty_file") in found
     assert ("books", "binary_file") in found
@@ -233,7 +236,8 @@ def test_jsonl_and_parquet_sources(tmp_path, punkt_model):
     assert reasons == ["invalid_json_line", "missing_text_field", "missing_text_field"]
 
 
-def test_jsonl_with_lone_surrogates_huge_words_and_no_words(tmp_path, punkt_model):
+@pytest.mark.parametrize("dedup", ["near", "none"])  # staged, and finished as read
+def test_jsonl_with_lone_surrogates_huge_words_and_no_words(tmp_path, punkt_model, dedup):
     """A JSON ``\\ud800`` escape (a lone surrogate, which no UTF-8 holds) is removed as a
     control character is, not a crash of the job; a 1 MB word passes near-dedup, and two
     different texts of no words are not near duplicates of each other."""
@@ -245,7 +249,7 @@ def test_jsonl_with_lone_surrogates_huge_words_and_no_words(tmp_path, punkt_mode
         json.dumps({"text": "*** --- +++ " * 40}),  # no words either: not a near duplicate
     ]
     (tmp_path / "a.jsonl").write_text("\n".join(lines) + "\n")
-    manifest, out = clean(tmp_path, jsonl=[str(tmp_path / "a.jsonl")], dedup="near", min_words=5)
+    manifest, out = clean(tmp_path, jsonl=[str(tmp_path / "a.jsonl")], dedup=dedup, min_words=5)
     kept = {d["doc_id"]: d for d in rows(out)}
     assert sorted(kept) == [f"jsonl/a.jsonl/{n}" for n in (1, 2, 3, 4)]
     assert manifest["counts"]["jsonl"].get("dropped_duplicate_near", 0) == 0
