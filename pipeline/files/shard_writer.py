@@ -78,6 +78,21 @@ def _ranges(reads) -> list[tuple[str, int, int]]:
     return [read[:3] for read in reads]
 
 
+def _read_batches(reads: list, limit: int) -> list[list]:
+    """``reads`` cut into consecutive batches of at most ``limit`` bytes each (a read larger
+    than ``limit`` is a batch of its own), so a batch can be read while the one before is used."""
+    batches: list[list] = []
+    size = limit
+    for read in reads:
+        length = read[2] - read[1]
+        if size + length > limit:
+            batches.append([])
+            size = 0
+        batches[-1].append(read)
+        size += length
+    return batches
+
+
 @dataclass(frozen=True)
 class _ShardPlan:
     """What one shard reads: (path, start, end, blocks) per spill file, and its passes."""
@@ -196,7 +211,13 @@ class WriteShardFn(beam.DoFn):
         digest = hashlib.sha256()
         self._records_out = 0
         length = 0
-        with FileSystems.create(temp, compression_type=ctype) as f:
+        if self._compression == "none" and passes > 1:
+            # Larger than the buffer: written faster than the device takes it back through the
+            # cache, the pages would come fresh (pipeline.files.page_cache); write around it.
+            opened = direct_io.create(temp)
+        else:
+            opened = FileSystems.create(temp, compression_type=ctype)
+        with opened as f:
             for piece in self._shard_pieces(reads, passes, data):
                 digest.update(piece)
                 f.write(piece)
@@ -246,7 +267,9 @@ class WriteShardFn(beam.DoFn):
         Records are ordered by (shuffle key, task, index). Keys are uniform, so one pass per key
         range holds about ``buffer_bytes`` of records, whatever the shard's size. Each range is
         read from its spill file once: with several passes, its records are first sorted into
-        one worker-local file per key range, which the passes then read back. Frames are
+        one worker-local file per key range, which the passes then read back. Those ranges are
+        read in batches of at most half the buffer, the next batch by a thread while the current
+        one is sorted (one range at a time left the worker waiting on the device). Frames are
         located, grouped and gathered by compiled kernels (no Python object per record).
         """
         if passes == 1:
@@ -259,10 +282,15 @@ class WriteShardFn(beam.DoFn):
         bounds = np.asarray([low for low, _ in key_ranges(passes)], dtype=np.int64)
         with tempfile.TemporaryDirectory(prefix="bertprep-shard-") as local:
             files = [open(os.path.join(local, f"pass-{i:04d}"), "w+b") for i in range(passes)]  # noqa: SIM115
+            batches = _read_batches(reads, max(1, self._buffer_bytes // 2))
+            pending = direct_io.read_ranges_ahead(_ranges(batches[0])) if batches else None
             try:
-                for read in reads:
-                    data = direct_io.read_ranges_into([read[:3]])
-                    located = self._locate_frames(data, [read])
+                for k, batch in enumerate(batches):
+                    data = pending.result()
+                    pending = None
+                    if k + 1 < len(batches):
+                        pending = direct_io.read_ranges_ahead(_ranges(batches[k + 1]))
+                    located = self._locate_frames(data, batch)
                     if located is None:
                         continue
                     keys, tasks, indices, starts, ends = located
@@ -287,6 +315,8 @@ class WriteShardFn(beam.DoFn):
                     if located is not None:
                         yield from self._ordered(data, *located)
             finally:
+                if pending is not None:  # a pass failed: let the read in flight end, unused
+                    concurrent.futures.wait([pending])
                 for f in files:
                     f.close()
 

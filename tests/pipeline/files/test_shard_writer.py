@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipeline.files.shard_writer import WriteShardFn
+from pipeline.files.shard_writer import WriteShardFn, _read_batches
 from pipeline.files.spill_groups import MergeSpillGroupFn, group_tasks
 from pipeline.files.spills import TaskSpill, task_offsets
 from transforms.shard_layout import KEY_LIMIT, spill_layout
@@ -53,10 +53,28 @@ def write_all(tmp_path, name: str, tasks: list, buffer_bytes: int):
     return write_bundle(fn, range(NUM_SHARDS), tasks)
 
 
-def test_passes_write_the_same_bytes_and_read_each_block_once(tmp_path):
+def test_read_batches_cut_consecutive_reads_at_the_limit():
+    reads = [("a", 0, 4), ("b", 10, 13), ("c", 0, 9), ("d", 5, 6), ("e", 0, 2)]
+    assert _read_batches(reads, 8) == [[reads[0], reads[1]], [reads[2]], [reads[3], reads[4]]]
+    assert _read_batches(reads, 100) == [reads]
+    assert _read_batches(reads, 1) == [[r] for r in reads]
+    assert _read_batches([], 8) == []
+
+
+@pytest.mark.parametrize("buffer_bytes", [2_000, 12_000])
+def test_passes_write_the_same_bytes_and_read_each_block_once(tmp_path, buffer_bytes):
+    """Many passes, their spill ranges read one per batch (2,000) or several per batch, the
+    next batch read ahead (12,000): the shards of a single pass, byte for byte."""
     tasks = spills(tmp_path)
     one, one_reads = write_all(tmp_path, "one-pass", tasks, buffer_bytes=1 << 30)
-    many, many_reads = write_all(tmp_path, "many-passes", tasks, buffer_bytes=2_000)
+    probe = WriteShardFn(str(tmp_path), "instances", NUM_SHARDS, "none", buffer_bytes=buffer_bytes)
+    probe._use(tasks)
+    plans = [probe._plan(i) for i in range(NUM_SHARDS)]
+    batches = [_read_batches(plan.reads, buffer_bytes // 2) for plan in plans]
+    assert all(plan.passes > 1 for plan in plans)
+    assert all(len(b) > 1 for b in batches)  # reads ahead of use in every shard
+    assert any(len(batch) > 1 for b in batches for batch in b) == (buffer_bytes > 2_000)
+    many, many_reads = write_all(tmp_path, "many-passes", tasks, buffer_bytes=buffer_bytes)
     assert [r["content_sha256"] for r in many] == [r["content_sha256"] for r in one]
     assert [r["records"] for r in many] == [r["records"] for r in one]
     assert sum(r["records"] for r in one) == sum(t.count for t in tasks)
@@ -127,11 +145,13 @@ def test_results_record_each_file_size_as_written(tmp_path):
             assert all(r["path"].endswith(".gz") for r in results)
 
 
-def test_a_damaged_or_truncated_spill_fails_naming_the_file(tmp_path):
-    import pytest
-
+@pytest.mark.parametrize("buffer_bytes", [None, 2_000, 12_000])
+def test_a_damaged_or_truncated_spill_fails_naming_the_file(tmp_path, buffer_bytes):
+    """In one pass or many (ranges read one by one, or in batches read ahead)."""
     tasks = spills(tmp_path)
-    fn = WriteShardFn(str(tmp_path / "out"), "instances", NUM_SHARDS, "none")
+    fn = WriteShardFn(
+        str(tmp_path / "out"), "instances", NUM_SHARDS, "none", buffer_bytes=buffer_bytes
+    )
     spill = tasks[0]
     path = Path(spill.path)
     data = bytearray(path.read_bytes())
@@ -180,3 +200,34 @@ def test_gzip_shards_hold_the_same_records_as_uncompressed_ones(tmp_path):
     assert [r["records"] for r in gz] == [r["records"] for r in plain]
     for result in plain:
         assert result["bytes"] == os.path.getsize(result["path"])
+
+
+def test_shards_larger_than_the_buffer_are_written_around_the_page_cache(tmp_path, monkeypatch):
+    """An uncompressed shard of several passes goes through ``direct_io.create`` (``O_DIRECT``
+    where the file system takes it); one that fits the buffer, or a gzip one, through the cache.
+    The bytes are the same either way."""
+    import pipeline.files.shard_writer as shard_writer
+
+    tasks = spills(tmp_path)
+    real_create = shard_writer.direct_io.create
+    direct: list[str] = []
+
+    def recording_create(path):
+        direct.append(os.path.basename(path))
+        return real_create(path)
+
+    monkeypatch.setattr(shard_writer.direct_io, "create", recording_create)
+    one, _ = write_all(tmp_path, "one-pass", tasks, buffer_bytes=1 << 30)
+    assert direct == []
+    many, _ = write_all(tmp_path, "many-passes", tasks, buffer_bytes=2_000)
+    assert sorted(name.split(".tfrecord")[0] for name in direct) == [
+        f"instances-{i:05d}-of-{NUM_SHARDS:05d}" for i in range(NUM_SHARDS)
+    ]
+    assert [r["content_sha256"] for r in many] == [r["content_sha256"] for r in one]
+    assert [r["bytes"] for r in many] == [os.path.getsize(r["path"]) for r in many]
+    out = tmp_path / "gz"
+    out.mkdir()
+    direct.clear()
+    fn = WriteShardFn(str(out), "instances", NUM_SHARDS, "gzip", buffer_bytes=2_000)
+    write_bundle(fn, range(NUM_SHARDS), tasks)
+    assert direct == []
