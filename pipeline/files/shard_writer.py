@@ -95,15 +95,13 @@ def _read_batches(reads: list, limit: int) -> list[list]:
 
 @dataclass(frozen=True)
 class _ShardPlan:
-    """What one shard reads: (path, start, end, blocks) per spill file, and its passes."""
+    """What one shard reads: (path, start, end, blocks) per spill file, its passes, and the
+    batches its reads are made in: all at once for one pass, else ``_read_batches``."""
 
     index: int
     reads: list
     passes: int
-
-    @property
-    def ranges(self) -> list[tuple[str, int, int]]:
-        return _ranges(self.reads)
+    batches: list[list]
 
 
 class WriteShardFn(beam.DoFn):
@@ -172,16 +170,17 @@ class WriteShardFn(beam.DoFn):
 
     def write_shards(self, indices: list[int]) -> Iterator[dict]:
         """Writes shards ``indices`` (of the spills last given to ``process``) in that order and
-        yields their ``ShardResult`` dicts. A shard that fits ``buffer_bytes`` has its spill
-        ranges read by a thread while the shard before it is ordered and written."""
+        yields their ``ShardResult`` dicts. A shard's first read batch (all of its spill ranges
+        when it fits ``buffer_bytes``) is read by a thread while the shard before it is ordered
+        and written."""
         plans = [self._plan(index) for index in indices]
         ahead = None
         try:
             for k, plan in enumerate(plans):
                 data = ahead.result() if ahead is not None else None
                 ahead = None
-                if k + 1 < len(plans) and plans[k + 1].passes == 1:
-                    ahead = direct_io.read_ranges_ahead(plans[k + 1].ranges)
+                if k + 1 < len(plans) and plans[k + 1].batches:
+                    ahead = direct_io.read_ranges_ahead(_ranges(plans[k + 1].batches[0]))
                 yield self._write_shard(plan, data)
         finally:
             if ahead is not None:  # a shard failed: let the read ahead end, its result unused
@@ -191,10 +190,15 @@ class WriteShardFn(beam.DoFn):
         reads = [self._read_for_shard(index, spill) for spill in self._spills]
         reads = [r for r in reads if r[3]]
         shard_bytes = sum(r[2] - r[1] for r in reads)
-        return _ShardPlan(index, reads, max(1, math.ceil(shard_bytes / self._buffer_bytes)))
+        passes = max(1, math.ceil(shard_bytes / self._buffer_bytes))
+        if passes == 1:
+            batches = [reads] if reads else []
+        else:
+            batches = _read_batches(reads, max(1, self._buffer_bytes // 2))
+        return _ShardPlan(index, reads, passes, batches)
 
     def _write_shard(self, plan: _ShardPlan, data: np.ndarray | None) -> dict:
-        """Writes one shard (``data``: its single pass's ranges, already read, or None) and
+        """Writes one shard (``data``: its first read batch, already read, or None) and
         verifies it."""
         index, reads, passes = plan.index, plan.reads, plan.passes
         expected = sum(b[2] for r in reads for b in r[3])
@@ -218,7 +222,7 @@ class WriteShardFn(beam.DoFn):
         else:
             opened = FileSystems.create(temp, compression_type=ctype)
         with opened as f:
-            for piece in self._shard_pieces(reads, passes, data):
+            for piece in self._shard_pieces(plan, data):
                 digest.update(piece)
                 f.write(piece)
                 length += len(piece)
@@ -261,7 +265,7 @@ class WriteShardFn(beam.DoFn):
             position += length
         return spill.path, start, end, blocks
 
-    def _shard_pieces(self, reads, passes: int, data=None) -> Iterator[memoryview]:
+    def _shard_pieces(self, plan: _ShardPlan, data=None) -> Iterator[memoryview]:
         """The shard's framed records in shard order, in pieces of at most ``_WRITE_BYTES``.
 
         Records are ordered by (shuffle key, task, index). Keys are uniform, so one pass per key
@@ -271,7 +275,9 @@ class WriteShardFn(beam.DoFn):
         read in batches of at most half the buffer, the next batch by a thread while the current
         one is sorted (one range at a time left the worker waiting on the device). Frames are
         located, grouped and gathered by compiled kernels (no Python object per record).
+        ``data``: the bytes of the plan's first batch when already read, else None.
         """
+        reads, passes, batches = plan.reads, plan.passes, plan.batches
         if passes == 1:
             if data is None:
                 data = direct_io.read_ranges_into(_ranges(reads))
@@ -282,12 +288,14 @@ class WriteShardFn(beam.DoFn):
         bounds = np.asarray([low for low, _ in key_ranges(passes)], dtype=np.int64)
         with tempfile.TemporaryDirectory(prefix="bertprep-shard-") as local:
             files = [open(os.path.join(local, f"pass-{i:04d}"), "w+b") for i in range(passes)]  # noqa: SIM115
-            batches = _read_batches(reads, max(1, self._buffer_bytes // 2))
-            pending = direct_io.read_ranges_ahead(_ranges(batches[0])) if batches else None
+            pending = None
             try:
                 for k, batch in enumerate(batches):
-                    data = pending.result()
-                    pending = None
+                    if k > 0:
+                        data = pending.result()
+                        pending = None
+                    elif data is None:
+                        data = direct_io.read_ranges_into(_ranges(batch))
                     if k + 1 < len(batches):
                         pending = direct_io.read_ranges_ahead(_ranges(batches[k + 1]))
                     located = self._locate_frames(data, batch)

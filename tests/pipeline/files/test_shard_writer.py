@@ -62,7 +62,7 @@ def test_read_batches_cut_consecutive_reads_at_the_limit():
 
 
 @pytest.mark.parametrize("buffer_bytes", [2_000, 12_000])
-def test_passes_write_the_same_bytes_and_read_each_block_once(tmp_path, buffer_bytes):
+def test_passes_write_the_same_bytes_and_read_each_block_once(tmp_path, monkeypatch, buffer_bytes):
     """Many passes, their spill ranges read one per batch (2,000) or several per batch, the
     next batch read ahead (12,000): the shards of a single pass, byte for byte."""
     tasks = spills(tmp_path)
@@ -74,7 +74,22 @@ def test_passes_write_the_same_bytes_and_read_each_block_once(tmp_path, buffer_b
     assert all(plan.passes > 1 for plan in plans)
     assert all(len(b) > 1 for b in batches)  # reads ahead of use in every shard
     assert any(len(batch) > 1 for b in batches for batch in b) == (buffer_bytes > 2_000)
+    assert [plan.batches for plan in plans] == batches
+    import pipeline.files.shard_writer as shard_writer
+
+    real_ahead = shard_writer.direct_io.read_ranges_ahead
+    ahead: list[list] = []
+
+    def recording_ahead(ranges):
+        ahead.append(ranges)
+        return real_ahead(ranges)
+
+    monkeypatch.setattr(shard_writer.direct_io, "read_ranges_ahead", recording_ahead)
     many, many_reads = write_all(tmp_path, "many-passes", tasks, buffer_bytes=buffer_bytes)
+    # Every batch but the bundle's first is read ahead: the next shard's first batch while a
+    # shard is written, a shard's next batch while its current one is sorted.
+    every = [tuple(r[:3] for r in batch) for b in batches for batch in b]
+    assert sorted(tuple(ranges) for ranges in ahead) == sorted(every[1:])
     assert [r["content_sha256"] for r in many] == [r["content_sha256"] for r in one]
     assert [r["records"] for r in many] == [r["records"] for r in one]
     assert sum(r["records"] for r in one) == sum(t.count for t in tasks)
@@ -87,8 +102,9 @@ def test_passes_write_the_same_bytes_and_read_each_block_once(tmp_path, buffer_b
 
 
 def test_a_bundle_mixing_one_pass_and_many_pass_shards_writes_the_same_bytes(tmp_path):
-    """Shards that fit the buffer are read ahead, one shard early; larger ones are read pass by
-    pass: in any mix and any order, every shard holds what it holds written alone."""
+    """Shards that fit the buffer are read ahead whole, one shard early; larger ones their first
+    batch, the rest batch by batch: in any mix and any order, every shard holds what it holds
+    written alone."""
     tasks = spills(tmp_path)
     alone, _ = write_all(tmp_path, "alone", tasks, buffer_bytes=1 << 30)
     out = tmp_path / "mixed"
