@@ -246,7 +246,11 @@ def test_empty_truncated_malformed_or_oversized_requests_are_refused_and_the_zyg
                 conn.shutdown(socket.SHUT_WR)
             except OSError:
                 pass  # the zygote closed the connection first (the oversized one)
-            assert conn.makefile("rb").read() == b""  # no pid: nothing forked
+            try:
+                answer = conn.makefile("rb").read()
+            except ConnectionResetError:  # closed with our bytes unread: nothing sent either
+                answer = b""
+            assert answer == b""  # no pid: nothing forked
         assert zygote.process.poll() is None
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
         conn.connect(zygote.path)  # still listening
