@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import threading
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -36,6 +37,8 @@ def _first_ids(tokens: tuple[str, ...]) -> dict[str, int]:
 _PARSED: dict[str, Vocab] = {}
 """Vocabularies parsed in this process by the digest of their bytes (oldest first)."""
 _PARSED_LIMIT = 4
+_PARSED_LOCK = threading.Lock()
+"""Guards ``_PARSED``: a worker process runs bundles, and so loads vocabs, on several threads."""
 
 
 @dataclass(frozen=True)
@@ -61,10 +64,10 @@ class Vocab:
         if known is not None:
             return known
         vocab = cls._parse(data, digest)
-        if len(_PARSED) >= _PARSED_LIMIT:
-            _PARSED.pop(next(iter(_PARSED)))
-        _PARSED[digest] = vocab
-        return vocab
+        with _PARSED_LOCK:
+            if digest not in _PARSED and len(_PARSED) >= _PARSED_LIMIT:
+                _PARSED.pop(next(iter(_PARSED)))
+            return _PARSED.setdefault(digest, vocab)
 
     @classmethod
     def _parse(cls, data: bytes, digest: str) -> Vocab:

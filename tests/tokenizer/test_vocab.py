@@ -197,3 +197,18 @@ def test_the_same_bytes_are_parsed_once_and_other_bytes_anew() -> None:
     from tokenizer import vocab as module
 
     assert len(module._PARSED) <= module._PARSED_LIMIT
+
+
+def test_threads_loading_the_same_new_bytes_share_one_vocab() -> None:
+    """Bundles run on several threads of a worker: those that load the same vocab at once get
+    one object, and the memo stays within its limit."""
+    import concurrent.futures
+
+    from tokenizer import vocab as module
+
+    for round_ in range(20):
+        data = ("\n".join(BASIC) + f"\nthread{round_}\n").encode("utf-8")
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            loaded = list(pool.map(Vocab.from_bytes, [data] * 16))
+        assert all(v is loaded[0] for v in loaded)
+        assert len(module._PARSED) <= module._PARSED_LIMIT
