@@ -165,14 +165,12 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     from pipeline.runtime.arrow_memory import prefer_system_allocator
     from pipeline.runtime.collector import set_collector_thresholds
-    from pipeline.runtime.worker_heap import keep_large_blocks
 
     try:
         set_collector_thresholds()  # before the imports it speeds up; zygote and workers inherit
     except ValueError as e:
         return _user_error(_command_named(argv) or "", str(e))
     prefer_system_allocator()  # before anything imports pyarrow (Beam does), workers inherit it
-    keep_large_blocks()  # before the zygote starts: it and the workers inherit it
     verbose = "-v" in argv or "--verbose" in argv
     _quiet_logging(verbose, argv)
     parser = build_parser(_command_named(argv))

@@ -9,14 +9,11 @@ from pathlib import Path
 import pytest
 
 from pipeline.runtime.collector import set_collector_thresholds
-from pipeline.runtime.worker_heap import keep_large_blocks
 
-# The command line sets the collector's thresholds and glibc's heap thresholds and passes them
-# on to the processes it starts (``pipeline.runtime.collector``, ``pipeline.runtime.worker_heap``);
-# done once for the session, so that an in-process ``cli.main`` call does not change the
-# environment (and so the worker zygote's) partway through.
+# The command line sets the collector's thresholds and passes them on to the processes it starts
+# (``pipeline.runtime.collector``); done once for the session, so that an in-process
+# ``cli.main`` call does not change the environment (and so the worker zygote's) partway through.
 set_collector_thresholds()
-keep_large_blocks()
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPORA = ROOT.parent / "shared" / "corpora"

@@ -68,8 +68,6 @@ _SAME_FOR_ZYGOTE = (
     "BERTPREP_WORKER_DATAFLOW_CLIENT",
     "ARROW_DEFAULT_MEMORY_POOL",
     "BERTPREP_GC_THRESHOLDS",
-    "MALLOC_MMAP_THRESHOLD_",
-    "MALLOC_TRIM_THRESHOLD_",
 )
 """Environment variables that act when a process starts: a worker whose environment differs
 from the zygote's in one of them is started as a new process instead."""
