@@ -215,12 +215,12 @@ def _copy_mapped(path, keys, rows, offsets, sizes, buf, positions) -> None:
             raise _short_document(keys[rows[i]], path, held, int(sizes[i]))
         if length == 0:
             return  # only empty documents (none holds a byte), and nothing to map
-        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-            src = np.frombuffer(mapped, dtype=np.uint8)
-            try:
-                copy_ranges(src, offsets, sizes, buf, positions)
-            finally:
-                del src  # the mapping closes only once no array views it
+        # Not closed here: the mapping is unmapped once its last view is gone. A sampling
+        # profiler (a Dask worker samples its threads' frames every 10 ms) can hold a frame of
+        # ``copy_ranges``, and with it a view, for a moment after the call; an explicit close then
+        # raises BufferError.
+        mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        copy_ranges(np.frombuffer(mapped, dtype=np.uint8), offsets, sizes, buf, positions)
 
 
 def _short_document(key: str, path: str, held: int, size: int) -> ValueError:

@@ -22,7 +22,7 @@ from tests.pipeline.steps.test_clean_stages import run_fn
 from tokenizer.vocab import Vocab
 from tokenizer.wordpiece import BertWordPieceTokenizer
 from transforms.instances import BucketLayout
-from transforms.token_documents import TokenizedDocument
+from transforms.token_documents import TokenizedDocument, copy_ranges
 
 
 def test_write_and_read_back_every_document(tmp_path):
@@ -84,6 +84,42 @@ def test_mapped_and_streamed_reads_lay_out_the_same_documents(tmp_path, monkeypa
         np.testing.assert_array_equal(getattr(mapped, name), getattr(streamed, name))
     expected = BucketLayout.from_arrays([(d.ids, d.offsets) for d in load_documents(table.refs())])
     np.testing.assert_array_equal(mapped.tokens, expected.tokens)
+
+
+def test_a_view_of_the_mapping_held_after_the_copy_does_not_fail_the_read(tmp_path, monkeypatch):
+    """A sampling profiler (Dask's worker samples its threads' frames every 10 ms) can hold the
+    frame of ``copy_ranges``, and with it a view of the mapped token file, for a moment after the
+    call. The read must not fail then (closing the mapping would raise BufferError); the mapping
+    is released when the last view goes."""
+    import gc
+    import weakref
+
+    import pipeline.steps.tokenize_documents as loader
+
+    held: list[np.ndarray] = []
+
+    def copy_and_keep_the_source(src, *args):
+        copy_ranges(src, *args)
+        held.append(src)
+
+    monkeypatch.setattr(loader, "copy_ranges", copy_and_keep_the_source)
+    docs = [TokenizedDocument.from_sentences(f"d{i}", [[i + 1] * (i + 3), [7]]) for i in range(5)]
+    write_token_file(str(tmp_path / "tokens-x"), docs)
+    index = TokenIndex.read(str(tmp_path / "tokens-x.index.parquet"))
+    refs = [
+        DocumentRef(k, index.data_path, int(o), int(s), int(n))
+        for k, o, s, n in zip(
+            index.keys, index.offsets, index.sizes, index.num_sentences, strict=True
+        )
+    ]
+    layout = load_layout(RefTable.of_refs(refs))
+    expected = BucketLayout.from_arrays([(d.ids, d.offsets) for d in docs])
+    np.testing.assert_array_equal(layout.tokens, expected.tokens)
+    assert len(held) == 1
+    mapping = weakref.ref(held[0].base.obj)  # the mmap behind the view
+    held.clear()
+    gc.collect()
+    assert mapping() is None  # unmapped with its last view
 
 
 @pytest.mark.parametrize("mapped", [True, False])
