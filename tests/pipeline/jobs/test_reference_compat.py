@@ -52,16 +52,23 @@ def run_reference(inputs: list[Path], outputs: list[Path], *flags: str, vocab=No
 
 @pytest.fixture(scope="module")
 def books(tmp_path_factory) -> list[Path]:
-    """~1.2 MB of real books in BERT format (NLTK Punkt sentences, ~30 per document), 3 files."""
+    """~0.6 MB of real books in BERT format (NLTK Punkt sentences, ~30 per document), 3 files:
+    the first ~200 KB of documents of three books."""
     from benchmarks.books_corpus import build_corpus
     from tests.conftest import require_corpora
 
     require_corpora("books")
     root = tmp_path_factory.mktemp("books")
     files = sorted(build_corpus(root / "all", 1_200_000))
+    assert len(files) >= 3
     parts = [root / f"part-{i}.txt" for i in range(3)]
-    for i, part in enumerate(parts):
-        part.write_bytes(b"".join(f.read_bytes() for f in files[i::3]))
+    for book, part in zip(files, parts, strict=False):
+        documents = book.read_bytes().split(b"\n\n")
+        kept, size = [], 0
+        while size < 200_000:
+            kept.append(documents[len(kept)])
+            size += len(kept[-1]) + 2
+        part.write_bytes(b"\n\n".join(kept) + b"\n")
     return parts
 
 
