@@ -108,11 +108,12 @@ def test_the_instances_command_on_dask(
 
 
 @pytest.mark.slow
-def test_a_5_mb_job_on_dask_writes_the_multi_process_runners_shards(tmp_path, dask_cluster):
+def test_a_real_data_job_on_dask_writes_the_multi_process_runners_shards(tmp_path, dask_cluster):
+    """~3.5 MB of real text: a Wikipedia dump (~3 MB of articles) and a book."""
     wiki = require_corpora(
         "wiki", "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
     )
-    books = [require_corpora("books", name) for name in ("1342-0.txt", "158-0.txt", "105.txt")]
+    books = [require_corpora("books", "105.txt")]
     corpus = (f"inputs.wikipedia=[{wiki}]", f"inputs.books=[{','.join(map(str, books))}]")
     run_cli(tmp_path / "direct", ["--direct_running_mode=multi_processing"], *corpus)
     run_cli(tmp_path / "dask", on_dask(dask_cluster), *corpus)
