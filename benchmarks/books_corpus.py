@@ -11,6 +11,7 @@ are repeated with a different grouping each time, so repeated text forms differe
 from __future__ import annotations
 
 import argparse
+import functools
 import re
 from pathlib import Path
 
@@ -33,18 +34,31 @@ def read_book(path: Path) -> str:
     return text[start.end() if start else 0 : end.start() if end else len(text)]
 
 
+@functools.cache
+def punkt_sentence_splitter():
+    """NLTK's English Punkt (what ``nltk.sent_tokenize`` uses) from ``shared/corpora/nltk_data``.
+    ``nltk.data.path`` is put back as it was: a process that builds a corpus (a test session)
+    must not change where later code in it finds punkt_tab."""
+    import nltk
+    from nltk.tokenize import PunktTokenizer
+
+    saved = list(nltk.data.path)
+    nltk.data.path.insert(0, str(CORPORA / "nltk_data"))
+    try:
+        return PunktTokenizer("english")
+    finally:
+        nltk.data.path[:] = saved
+
+
 def book_sentences(path: Path) -> list[list[str]]:
     """Paragraphs of the book, each a list of sentences."""
-    import nltk
-
-    if str(CORPORA / "nltk_data") not in nltk.data.path:
-        nltk.data.path.insert(0, str(CORPORA / "nltk_data"))
+    splitter = punkt_sentence_splitter()
     paragraphs = []
     for block in re.split(r"\n\s*\n", read_book(path)):
         text = " ".join(block.split())
         if len(text) < 40:  # headings, chapter numbers, stray lines
             continue
-        sentences = [s for s in nltk.sent_tokenize(text) if s.strip()]
+        sentences = [s for s in splitter.tokenize(text) if s.strip()]
         if sentences:
             paragraphs.append(sentences)
     return paragraphs
