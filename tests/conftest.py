@@ -28,7 +28,9 @@ def pytest_collection_modifyitems(config, items) -> None:
     reads (its node ids live in ``item._id``), so groups were spread over workers and their
     session fixtures (the emulated-bucket runs, the Dask cluster) were set up once per worker.
     This applies the same ``<nodeid>@<group>`` tag where pytest 9 reads it; on the controller and
-    without xdist it does nothing."""
+    without xdist it does nothing. A test without a group is in its module's: spread over
+    workers, a module's tests set up its module-scoped fixtures once per worker (the books run,
+    the packed runs: ~25 s each)."""
     if not getattr(config.option, "loadgroup", False):
         return
     from _pytest.nodeid import coerce_node_id
@@ -38,7 +40,9 @@ def pytest_collection_modifyitems(config, items) -> None:
             str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
             for mark in item.iter_markers("xdist_group")
         }
-        if names and "@" not in item.nodeid and hasattr(item, "_id"):
+        if not names:  # a module's tests share one worker, and so its module-scoped fixtures
+            names = {item.nodeid.split("::", 1)[0]}
+        if "@" not in item.nodeid and hasattr(item, "_id"):
             item._id = coerce_node_id(f"{item.nodeid}@{'_'.join(sorted(names))}")
 
 

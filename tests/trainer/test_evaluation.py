@@ -12,6 +12,8 @@ from trainer.checkpointing import CheckpointError
 from trainer.evaluation import evaluate_run
 from trainer.input_pipeline import resolve_shards
 
+pytestmark = pytest.mark.xdist_group("trained_run")  # one 300-step run, set up once
+
 
 def test_final_evaluation_reports_accuracies_and_losses(trained_run, shards):
     config, result, messages = trained_run

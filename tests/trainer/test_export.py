@@ -7,11 +7,14 @@ from pathlib import Path
 import keras
 import keras_hub
 import numpy as np
+import pytest
 
 from trainer.checkpointing import restore_model
 from trainer.model_presets import ModelConfig
 from trainer.pretraining_model import build_pretraining_model
 from trainer.run_config import read_record
+
+pytestmark = pytest.mark.xdist_group("trained_run")  # one 300-step run, set up once
 
 
 def _features(seq: int = 32) -> dict:

@@ -30,6 +30,8 @@ from trainer.run_config import TPU_STEPS_PER_LOOP, resolve_steps_per_loop
 from trainer.summaries import read_scalars
 from trainer.training import last_update_learning_rate, train
 
+pytestmark = pytest.mark.xdist_group("trained_run")  # one 300-step run, set up once
+
 
 def _mean_loss(entries: list[dict]) -> float:
     return float(np.mean([e["loss"] for e in entries]))
