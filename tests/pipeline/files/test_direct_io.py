@@ -203,7 +203,10 @@ def test_one_background_write_at_a_time_in_a_process_whoever_submits():
     second.wait()
 
 
-def test_staging_buffers_are_reused(tmp_path):
+def test_staging_buffers_are_reused(tmp_path, monkeypatch):
+    # The pool is the process's: start this test from an empty one, whatever ran before on this
+    # worker (an in-process pipeline run may have held more buffers at once).
+    monkeypatch.setattr(direct_io, "_pool", [])
     for i in range(5):
         write_in_pieces(tmp_path / f"f-{i}", payload(STAGING_BYTES + 1), STAGING_BYTES)
         direct_io.read_ranges_into([(str(tmp_path / f"f-{i}"), 1, 2)])
