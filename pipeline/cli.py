@@ -165,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     from pipeline.runtime.arrow_memory import prefer_system_allocator
     from pipeline.runtime.collector import set_collector_thresholds
+    from pipeline.runtime.lean_imports import runner_named, skip_unused_clients
 
     try:
         set_collector_thresholds()  # before the imports it speeds up; zygote and workers inherit
@@ -172,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
         return _user_error(_command_named(argv) or "", str(e))
     prefer_system_allocator()  # before anything imports pyarrow (Beam does), workers inherit it
     verbose = "-v" in argv or "--verbose" in argv
+    if not runner_named(argv):  # the local runner calls no cloud client: Beam imports faster
+        skip_unused_clients()
     _quiet_logging(verbose, argv)
     parser = build_parser(_command_named(argv))
     args, extra = parser.parse_known_args(argv)

@@ -128,6 +128,25 @@ def test_from_file(tmp_path: Path) -> None:
     assert Vocab.from_file(str(path)) == _vocab(BASIC)
 
 
+@pytest.mark.parametrize("name", ["vocab.txt.gz", "vocab.TXT.BZ2"])
+def test_from_file_decompresses_by_extension(tmp_path: Path, name: str) -> None:
+    import bz2
+    import gzip
+
+    compress = gzip.compress if name.endswith(".gz") else bz2.compress
+    path = tmp_path / name
+    path.write_bytes(compress(("\n".join(BASIC) + "\n").encode()))
+    assert Vocab.from_file(str(path)) == _vocab(BASIC)
+
+
+def test_from_file_reads_a_file_url_and_a_home_relative_path(tmp_path, monkeypatch) -> None:
+    path = tmp_path / "vocab.txt"
+    path.write_text("\n".join(BASIC) + "\n", encoding="utf-8")
+    assert Vocab.from_file(path.as_uri()) == _vocab(BASIC)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert Vocab.from_file("~/vocab.txt") == _vocab(BASIC)
+
+
 @pytest.mark.parametrize(
     ("name", "size", "sha256"),
     [

@@ -17,9 +17,10 @@ skipping the interpreter's module teardown: the runner stops its workers one aft
 waits for each to exit, which otherwise costs ~0.5-1.5 s per worker per pipeline. A harness that
 fails exits as before. ``BERTPREP_FULL_EXIT=1`` turns this off.
 
-In such a worker the Dataflow API client (``google.cloud.dataflow``) is not importable: Beam
-imports it, guarded, only for its Dataflow runner, which a worker never runs, and it is ~0.2 s of
-every worker's start. ``BERTPREP_WORKER_DATAFLOW_CLIENT=1`` keeps it.
+In such a worker the clients Beam imports at its own import and a worker never calls are skipped
+(``pipeline.runtime.lean_imports``: BigQuery, Pub/Sub, MongoDB and the Dataflow API client are not
+imported, Cloud Storage on first use of a ``gs://`` path): ~0.35 s of every worker's start.
+``BERTPREP_WORKER_DATAFLOW_CLIENT=1`` keeps the Dataflow API client.
 
 With ``BERTPREP_QUIET`` set, such a worker ends on SIGINT (Ctrl-C reaches the whole process
 group) at once with exit status 130 and no traceback, and the harness's own print of a failed
@@ -91,25 +92,13 @@ def _exit_fast_after_harness() -> None:
     atexit.register(_exit_now_if_harness_done)
 
 
-class _NoDataflowClient:
-    """Meta-path finder refusing ``google.cloud.dataflow`` and ``google.cloud.dataflow_v1beta3``
-    (and their submodules) with ModuleNotFoundError."""
+def _skip_unused_clients() -> None:
+    if not os.environ.get("CONTROL_API_SERVICE_DESCRIPTOR"):
+        return
+    with contextlib.suppress(Exception):
+        from pipeline.runtime.lean_imports import skip_unused_clients
 
-    @staticmethod
-    def find_spec(name, path=None, target=None):
-        if name.split(".")[:3] in (
-            ["google", "cloud", "dataflow"],
-            ["google", "cloud", "dataflow_v1beta3"],
-        ):
-            raise ModuleNotFoundError(f"{name} is not loaded in a bertprep SDK worker", name=name)
-        return None
-
-
-def _skip_dataflow_client() -> None:
-    if os.environ.get("CONTROL_API_SERVICE_DESCRIPTOR") and not os.environ.get(
-        "BERTPREP_WORKER_DATAFLOW_CLIENT"
-    ):
-        sys.meta_path.insert(0, _NoDataflowClient)
+        skip_unused_clients(dataflow_client=bool(os.environ.get("BERTPREP_WORKER_DATAFLOW_CLIENT")))
 
 
 def _quiet_worker() -> None:
@@ -151,7 +140,7 @@ def worker_started() -> None:
     zygote's child ends itself after every ``atexit`` handler, its own and those of the modules
     the zygote imported (registered before this hook could be, so it would skip them)."""
     _quiet_logging()
-    _skip_dataflow_client()
+    _skip_unused_clients()
     _quiet_worker()
 
 
@@ -166,7 +155,7 @@ def _collector_thresholds() -> None:
 
 
 _collector_thresholds()
-_skip_dataflow_client()
+_skip_unused_clients()
 _exit_fast_after_harness()
 _quiet_worker()
 _chain()

@@ -1,0 +1,144 @@
+"""Beam's import without the cloud and database clients a local job never calls.
+
+``import apache_beam`` imports, at its own import, the client libraries of Google Cloud Storage
+(for ``gs://``), Amazon S3, BigQuery, Pub/Sub, the Dataflow API and MongoDB: ~0.35 s of its ~1 s, in the
+launcher, in the workers' zygote and in every new worker process, before any work starts.
+``skip_unused_clients()``, called before Beam's first import in a process, keeps them out:
+
+- **BigQuery, Pub/Sub, MongoDB** are not imported (``apache_beam.io`` guards them: it carries on
+  without them, as on a machine without the ``gcp`` extra). bertprep calls none of them.
+- **The Dataflow API client** (``google.cloud.dataflow``) is not imported unless
+  ``dataflow_client`` is true: only the Dataflow runner calls it, in the launcher of a job run
+  with ``--runner DataflowRunner``.
+- **Google Cloud Storage and Amazon S3** are imported on first use: ``gs://`` and ``s3://``
+  paths keep working. A stand-in file system for the scheme takes the real one's place in Beam's
+  registry (under the same import path, e.g. ``apache_beam.io.gcp.gcsfilesystem.GCSFileSystem``);
+  the first time Beam asks it for a path, it imports the real one and hands the path to it, and
+  from then on answers for no scheme.
+
+In a process that has already imported Beam it does nothing (there is nothing left to save, and
+the modules already loaded stay as they are). ``BERTPREP_ALL_CLIENTS=1`` turns it off.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.machinery
+import logging
+import os
+import sys
+import threading
+from types import ModuleType
+
+ALL_CLIENTS_ENV = "BERTPREP_ALL_CLIENTS"
+"""``1``: import every client Beam imports (this module does nothing)."""
+
+SKIPPED = (
+    "apache_beam.io.gcp.bigquery",  # apache_beam.io's guarded group: BigQuery, Pub/Sub, xlang IO
+    "pymongo",
+    "bson",
+)
+"""Modules refused (ModuleNotFoundError), with their submodules."""
+
+DATAFLOW_CLIENT = ("google.cloud.dataflow", "google.cloud.dataflow_v1beta3")
+DEFERRED_FILESYSTEMS = {
+    "apache_beam.io.gcp.gcsfilesystem": ("GCSFileSystem", "gs"),
+    "apache_beam.io.aws.s3filesystem": ("S3FileSystem", "s3"),
+}
+"""Beam's file systems imported on first use: module → (class, scheme)."""
+_MUTED_LOGGERS = ("apache_beam.io.mongodbio",)
+"""Loggers that warn at import when a skipped client is missing (shown with --verbose only)."""
+
+
+def _matches(name: str, prefixes: tuple[str, ...]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    """Refuses the skipped modules; gives a stand-in for each of ``DEFERRED_FILESYSTEMS`` until
+    the real one is asked for."""
+
+    def __init__(self, refused: tuple[str, ...]) -> None:
+        self.refused = refused
+        self.real_wanted: set[str] = set()
+
+    def find_spec(self, name, path=None, target=None):
+        if _matches(name, self.refused):
+            raise ModuleNotFoundError(f"{name} is not loaded by bertprep (lean_imports)", name=name)
+        if name in DEFERRED_FILESYSTEMS and name not in self.real_wanted:
+            return importlib.machinery.ModuleSpec(name, _StandInLoader())
+        return None
+
+
+class _StandInLoader(importlib.abc.Loader):
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module: ModuleType) -> None:
+        class_name, scheme = DEFERRED_FILESYSTEMS[module.__name__]
+        setattr(module, class_name, _stand_in_class(module.__name__, class_name, scheme))
+
+
+_real: dict[str, type] = {}
+"""The real file system classes imported so far, by module."""
+_real_lock = threading.Lock()
+_finder: _Finder | None = None
+
+
+def _load_real(module_name: str) -> type:
+    """The real file system class of ``module_name``, imported now (once per process)."""
+    with _real_lock:
+        if module_name not in _real:
+            if _finder is not None:
+                _finder.real_wanted.add(module_name)
+            stand_in = sys.modules.pop(module_name, None)
+            try:
+                module = importlib.import_module(module_name)
+            except BaseException:
+                if stand_in is not None:
+                    sys.modules[module_name] = stand_in
+                raise
+            _real[module_name] = getattr(module, DEFERRED_FILESYSTEMS[module_name][0])
+        return _real[module_name]
+
+
+def _stand_in_class(module_name: str, class_name: str, scheme: str) -> type:
+    from apache_beam.io.filesystem import FileSystem
+
+    class StandIn(FileSystem):
+        """Stands in for one of Beam's file systems until a path of its scheme is used
+        (``pipeline.runtime.lean_imports``)."""
+
+        @classmethod
+        def scheme(cls) -> str:
+            # Once the real one is loaded it answers for the scheme; this one for nothing a
+            # path can have (None would be local paths').
+            return scheme if module_name not in _real else f"\0stand-in for {scheme}"
+
+        def __new__(cls, pipeline_options=None):
+            return _load_real(module_name)(pipeline_options=pipeline_options)
+
+    StandIn.__module__ = module_name
+    StandIn.__name__ = StandIn.__qualname__ = class_name
+    return StandIn
+
+
+def skip_unused_clients(dataflow_client: bool = False) -> bool:
+    """Installs the skipping described in the module doc, for the rest of this process and the
+    processes it forks; True when installed, False when Beam was already imported, it is turned
+    off, or it is installed already."""
+    global _finder
+    if _finder is not None or "apache_beam" in sys.modules or os.environ.get(ALL_CLIENTS_ENV):
+        return False
+    for name in _MUTED_LOGGERS:
+        logging.getLogger(name).setLevel(logging.ERROR)
+    _finder = _Finder(SKIPPED + (() if dataflow_client else DATAFLOW_CLIENT))
+    sys.meta_path.insert(0, _finder)
+    return True
+
+
+def runner_named(argv: list[str]) -> bool:
+    """True when the command line names a Beam runner (``--runner X`` or ``--runner=X``): the
+    launcher then keeps every client, since another runner may call them."""
+    return any(a == "--runner" or a.startswith("--runner=") for a in argv)

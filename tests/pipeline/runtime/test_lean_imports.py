@@ -1,0 +1,115 @@
+"""Beam's import without the clients a local job never calls (``pipeline.runtime.lean_imports``).
+
+Each check runs in a new interpreter: the test process imported Beam long ago, and there the
+skipping rightly does nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from pipeline.runtime.lean_imports import runner_named, skip_unused_clients
+
+ROOT = Path(__file__).resolve().parents[3]
+
+PROBE = textwrap.dedent(
+    """
+    import json, sys
+    from pipeline.runtime.lean_imports import skip_unused_clients
+
+    installed = skip_unused_clients(dataflow_client=sys.argv[1] == "keep-dataflow")
+    import apache_beam
+    from apache_beam.io.filesystems import FileSystems
+
+    watched = ["google.cloud.dataflow", "pymongo", "bson", "apache_beam.io.gcp.bigquery",
+               "google.cloud.storage", "apache_beam.io.gcp.gcsio", "apache_beam.io.aws.s3io"]
+    report = {"installed": installed, "before": {m: m in sys.modules for m in watched}}
+    local = FileSystems.get_filesystem("/tmp/x")
+    report["local"] = type(local).__name__
+    report["before_gs"] = {m: m in sys.modules for m in watched}
+    gcs = FileSystems.get_filesystem("gs://bucket/x")
+    real = sys.modules["apache_beam.io.gcp.gcsfilesystem"].GCSFileSystem
+    report["gs_real"] = type(gcs) is real and real.__module__ == "apache_beam.io.gcp.gcsfilesystem"
+    report["gs_again"] = type(FileSystems.get_filesystem("gs://bucket/y")) is real
+    report["gs_join"] = gcs.join("gs://bucket", "a", "b")
+    s3 = FileSystems.get_filesystem("s3://bucket/x")
+    report["s3_real"] = type(s3) is sys.modules["apache_beam.io.aws.s3filesystem"].S3FileSystem
+    report["local_after"] = type(FileSystems.get_filesystem("/tmp/x")).__name__
+    report["after"] = {m: m in sys.modules for m in watched}
+    print(json.dumps(report))
+    """
+)
+
+
+def probe(tmp_path: Path, mode: str = "", **env: str) -> dict:
+    script = tmp_path / "probe.py"
+    script.write_text(PROBE)
+    environment = {k: v for k, v in os.environ.items() if k != "BERTPREP_ALL_CLIENTS"}
+    result = subprocess.run(
+        [sys.executable, str(script), mode],
+        env={**environment, "PYTHONPATH": str(ROOT), **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "bson" not in result.stderr  # mongodbio's import warning stays quiet
+    return json.loads(result.stdout.splitlines()[-1])
+
+
+def test_beam_imports_without_the_unused_clients_and_buckets_still_work(tmp_path):
+    report = probe(tmp_path)
+    assert report["installed"] is True
+    assert not any(report["before"].values()), report["before"]
+    assert report["local"] == "LocalFileSystem"
+    assert not any(report["before_gs"].values())  # a local path loads no cloud client
+    # gs:// and s3:// paths get Beam's real file systems, loaded on first use, once
+    assert report["gs_real"] and report["gs_again"] and report["s3_real"]
+    assert report["gs_join"] == "gs://bucket/a/b"
+    assert report["local_after"] == "LocalFileSystem"  # the stand-ins answer for no path now
+    assert report["after"]["google.cloud.storage"] and report["after"]["apache_beam.io.gcp.gcsio"]
+    for skipped in ("google.cloud.dataflow", "pymongo", "bson", "apache_beam.io.gcp.bigquery"):
+        assert not report["after"][skipped], skipped
+
+
+def test_the_dataflow_client_can_be_kept(tmp_path):
+    import importlib.util
+
+    report = probe(tmp_path, "keep-dataflow")
+    installed = importlib.util.find_spec("google.cloud.dataflow") is not None
+    assert report["after"]["google.cloud.dataflow"] is installed
+    assert not report["after"]["pymongo"]
+
+
+def test_it_can_be_turned_off(tmp_path):
+    report = probe(tmp_path, BERTPREP_ALL_CLIENTS="1")
+    assert report["installed"] is False
+    assert report["before"]["google.cloud.storage"]  # Beam's own import, as without bertprep
+    assert report["gs_real"] and report["local_after"] == "LocalFileSystem"
+
+
+def test_it_does_nothing_once_beam_is_imported():
+    import apache_beam  # noqa: F401
+
+    meta_path = list(sys.meta_path)
+    assert skip_unused_clients() is False
+    assert sys.meta_path == meta_path
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["run", "--config", "c.yaml"], False),
+        (["instances", "--runner", "DataflowRunner"], True),
+        (["instances", "--runner=DirectRunner"], True),
+        (["instances", "--runner_v2"], False),
+    ],
+)
+def test_runner_named(argv, named):
+    assert runner_named(argv) is named
