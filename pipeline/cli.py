@@ -55,7 +55,7 @@ def _start_worker_zygote_early(argv: list[str]) -> None:
         return
     from pipeline.runtime.worker_zygote import Zygote
 
-    Zygote.get(_kernels_of(argv))
+    Zygote.get(_kernels_of(argv), _worker_modules_of(argv))
 
 
 def _kernels_of(argv: list[str]) -> tuple[str, ...] | None:
@@ -67,6 +67,13 @@ def _kernels_of(argv: list[str]) -> tuple[str, ...] | None:
     if argv[0] == "clean":
         return ("near_dedup",) if any("near" in a for a in argv[1:]) else ()
     return None
+
+
+def _worker_modules_of(argv: list[str]) -> tuple[str, ...]:
+    """Modules the command's workers import while they run, for the zygote to import before its
+    first fork: the sentence splitter (NLTK) for ``clean`` and ``run`` (the launcher never
+    imports it)."""
+    return ("transforms.sentences",) if argv[0] in ("clean", "run") else ()
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:

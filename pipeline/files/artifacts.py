@@ -153,11 +153,13 @@ def parquet_rows(path: str) -> int:
 
 
 def read_parquet(path: str, columns: list[str] | None = None):
-    """A Parquet file (local or remote) as a pyarrow Table."""
+    """A Parquet file (local or remote) as a pyarrow Table. Read as one file (``ParquetFile``),
+    not through ``pq.read_table``'s datasets layer, whose import (``pyarrow.dataset``) costs a
+    process ~0.06 s."""
     import pyarrow.parquet as pq
 
     with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-        return pq.read_table(f, columns=columns)
+        return pq.ParquetFile(f).read(columns=columns)
 
 
 def temporary_name(path: str) -> str:

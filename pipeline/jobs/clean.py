@@ -382,8 +382,10 @@ def run_clean_job(
 
 
 def _documents_and_sentences(path: str) -> tuple[int, int]:
-    """Rows of a documents file and the sentences they hold (read from the file itself)."""
-    import pyarrow.compute as pc
-
+    """Rows of a documents file and the sentences they hold (read from the file itself: the
+    list offsets of each chunk; no ``pyarrow.compute``, whose import costs the launcher ~0.1 s)."""
     column = read_parquet(path, ["sentences"]).column("sentences")
-    return len(column), int(pc.sum(pc.list_value_length(column)).as_py() or 0)
+    sentences = sum(
+        chunk.offsets[len(chunk)].as_py() - chunk.offsets[0].as_py() for chunk in column.chunks
+    )
+    return len(column), sentences

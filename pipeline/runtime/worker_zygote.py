@@ -60,6 +60,11 @@ KERNELS_ENV = "BERTPREP_ZYGOTE_KERNELS"
 first fork, comma-separated (``transforms.kernel_cache.KERNEL_GROUPS``; empty: none). Unset: all.
 A worker that needs a kernel the zygote did not load loads it itself from numba's cache."""
 
+MODULES_ENV = "BERTPREP_ZYGOTE_MODULES"
+"""The zygote's own setting (never a worker's): modules its command's workers import while they
+run, not at their DoFns' import (e.g. ``transforms.sentences``, which imports NLTK, ~0.4 s),
+comma-separated; the zygote imports them while the launcher still builds its pipeline."""
+
 FORKED_WORKERS_ENV = "BERTPREP_FORKED_WORKERS"
 """``0`` turns the zygote off: every worker is then a new process, as Beam starts them."""
 _SAME_FOR_ZYGOTE = (
@@ -82,7 +87,9 @@ class Zygote:
     _instance: Zygote | None = None
     _lock = threading.Lock()
 
-    def __init__(self, kernels: tuple[str, ...] | None = None) -> None:
+    def __init__(
+        self, kernels: tuple[str, ...] | None = None, modules: tuple[str, ...] = ()
+    ) -> None:
         self._dir = tempfile.mkdtemp(prefix="bertprep-zygote-")
         if len(self._dir) > 90:  # a Unix socket's path has room for ~107 bytes
             self._dir = tempfile.mkdtemp(prefix="bertprep-zygote-", dir="/tmp")
@@ -92,6 +99,8 @@ class Zygote:
         env = dict(os.environ)
         if kernels is not None:
             env[KERNELS_ENV] = ",".join(kernels)
+        if modules:
+            env[MODULES_ENV] = ",".join(modules)
         self.process = subprocess.Popen(
             [sys.executable, "-m", "pipeline.runtime.worker_zygote", self.path, str(ready_write)],
             stdin=subprocess.PIPE,
@@ -112,14 +121,16 @@ class Zygote:
         self._ready.set()
 
     @classmethod
-    def get(cls, kernels: tuple[str, ...] | None = None) -> Zygote | None:
+    def get(
+        cls, kernels: tuple[str, ...] | None = None, modules: tuple[str, ...] = ()
+    ) -> Zygote | None:
         """The running zygote (started now if none, loading the kernel groups ``kernels``, all
-        by default), or None when turned off."""
+        by default, and importing ``modules``), or None when turned off."""
         if os.environ.get(FORKED_WORKERS_ENV, "1") == "0":
             return None
         with cls._lock:
             if cls._instance is None or cls._instance.process.poll() is not None:
-                cls._instance = cls(kernels)
+                cls._instance = cls(kernels, modules)
             return cls._instance
 
     def usable_for(self, env: dict, command_line: str) -> bool:
@@ -186,6 +197,7 @@ def _warm() -> None:
     from pipeline.runtime.dofn_specs import install as remember_dofn_specs
 
     remember_dofn_specs()
+    _import_quietly([m for m in os.environ.pop(MODULES_ENV, "").split(",") if m])
     groups = os.environ.pop(KERNELS_ENV, None)
     with contextlib.suppress(Exception):
         from transforms.kernel_cache import KERNEL_GROUPS, warm

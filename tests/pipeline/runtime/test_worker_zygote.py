@@ -130,14 +130,20 @@ def test_the_cli_starts_the_zygote_early_only_for_local_multi_process_pipelines(
 
     started = []
     monkeypatch.setattr(
-        worker_zygote.Zygote, "get", classmethod(lambda cls, kernels=None: started.append(kernels))
+        worker_zygote.Zygote,
+        "get",
+        classmethod(lambda cls, kernels=None, modules=(): started.append((kernels, modules))),
     )
+    sentences = ("transforms.sentences",)
     for argv, expected in [
-        (["run"], [None]),
-        (["clean", "--wikipedia", "x.bz2", "--output", "o"], [()]),
-        (["clean", "--jsonl", "x", "--output", "o", "--dedup", "near"], [("near_dedup",)]),
-        (["vocab", "--input", "x", "--output", "o"], [()]),
-        (["instances", "--input", "x", "--direct_running_mode=multi_processing"], [None]),
+        (["run"], [(None, sentences)]),
+        (["clean", "--wikipedia", "x.bz2", "--output", "o"], [((), sentences)]),
+        (
+            ["clean", "--jsonl", "x", "--output", "o", "--dedup", "near"],
+            [(("near_dedup",), sentences)],
+        ),
+        (["vocab", "--input", "x", "--output", "o"], [((), ())]),
+        (["instances", "--input", "x", "--direct_running_mode=multi_processing"], [(None, ())]),
         (["run", "--direct_running_mode=in_memory"], []),
         (["run", "--runner", "DaskRunner"], []),
         (["run", "--direct_num_workers=1"], []),
@@ -155,27 +161,36 @@ WARM_ONLY = """
 import sys
 from pipeline.runtime import worker_zygote
 worker_zygote._warm()
-loaded = [m for m in ("transforms.framed_examples", "transforms.near_duplicates") if m in sys.modules]
+watched = ("transforms.framed_examples", "transforms.near_duplicates", "transforms.sentences")
+loaded = [m for m in watched if m in sys.modules]
 open(sys.argv[1], "w").write(" ".join(loaded))
 """
 
 
 @pytest.mark.parametrize(
-    ("groups", "loaded"),
+    ("groups", "modules", "loaded"),
     [
-        (None, "transforms.framed_examples transforms.near_duplicates"),
-        ("", ""),
-        ("near_dedup", "transforms.near_duplicates"),
-        ("phases", "transforms.framed_examples"),
+        (None, None, "transforms.framed_examples transforms.near_duplicates"),
+        ("", None, ""),
+        ("near_dedup", None, "transforms.near_duplicates"),
+        ("phases", None, "transforms.framed_examples"),
+        ("", "transforms.sentences", "transforms.sentences"),
+        ("", "transforms.sentences,no_such_module_here", "transforms.sentences"),
     ],
 )
-def test_the_zygote_loads_the_kernel_groups_it_is_given(tmp_path, groups, loaded):
+def test_the_zygote_loads_the_kernel_groups_and_modules_it_is_given(
+    tmp_path, groups, modules, loaded
+):
     """A command that calls no kernel (``clean`` without near dedup, ``vocab``) spares its
-    zygote loading them before the first fork; unset, every group is loaded."""
+    zygote loading them before the first fork; unset, every group is loaded. Modules its workers
+    import while they run are imported too (one that fails is left to the workers)."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     env.pop(worker_zygote.KERNELS_ENV, None)
+    env.pop(worker_zygote.MODULES_ENV, None)
     if groups is not None:
         env[worker_zygote.KERNELS_ENV] = groups
+    if modules is not None:
+        env[worker_zygote.MODULES_ENV] = modules
     out = tmp_path / "loaded"
     # standard input stays open: the zygote ends when its launcher's pipe closes
     with subprocess.Popen(
