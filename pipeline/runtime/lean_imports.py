@@ -13,8 +13,9 @@ launcher, in the workers' zygote and in every new worker process, before any wor
 - **Google Cloud Storage and Amazon S3** are imported on first use: ``gs://`` and ``s3://``
   paths keep working. A stand-in file system for the scheme takes the real one's place in Beam's
   registry (under the same import path, e.g. ``apache_beam.io.gcp.gcsfilesystem.GCSFileSystem``);
-  the first time Beam asks it for a path, it imports the real one and hands the path to it, and
-  from then on answers for no scheme.
+  the first time Beam asks it for a path, it imports the real one and hands the path to it; from
+  then on Beam's list of file systems (``FileSystem.get_all_subclasses``, wrapped) leaves the
+  stand-in out, and waits while another thread imports a real one.
 
 In a process that has already imported Beam it does nothing (there is nothing left to save, and
 the modules already loaded stay as they are). ``BERTPREP_ALL_CLIENTS=1`` turns it off.
@@ -82,7 +83,8 @@ class _StandInLoader(importlib.abc.Loader):
 
 _real: dict[str, type] = {}
 """The real file system classes imported so far, by module."""
-_real_lock = threading.Lock()
+_real_lock = threading.RLock()
+"""Held while a real file system is imported, and while Beam lists its file systems."""
 _finder: _Finder | None = None
 
 
@@ -103,18 +105,38 @@ def _load_real(module_name: str) -> type:
         return _real[module_name]
 
 
+def _list_without_replaced_stand_ins(original):
+    """``FileSystem.get_all_subclasses`` (how Beam finds the file system of a path) without the
+    stand-ins whose real file system is loaded: a scheme then has exactly one file system. It
+    waits while another thread imports a real one (half defined, it would be a second)."""
+
+    def get_all_subclasses(cls):
+        with _real_lock:
+            found = original.__func__(cls)
+            return [c for c in found if getattr(c, "_stands_in_for", None) not in _real]
+
+    return classmethod(get_all_subclasses)
+
+
 def _stand_in_class(module_name: str, class_name: str, scheme: str) -> type:
     from apache_beam.io.filesystem import FileSystem
+
+    with _real_lock:
+        if not getattr(FileSystem, "_lean_imports_listing", False):
+            FileSystem.get_all_subclasses = _list_without_replaced_stand_ins(
+                FileSystem.get_all_subclasses
+            )
+            FileSystem._lean_imports_listing = True
 
     class StandIn(FileSystem):
         """Stands in for one of Beam's file systems until a path of its scheme is used
         (``pipeline.runtime.lean_imports``)."""
 
+        _stands_in_for = module_name
+
         @classmethod
         def scheme(cls) -> str:
-            # Once the real one is loaded it answers for the scheme; this one for nothing a
-            # path can have (None would be local paths').
-            return scheme if module_name not in _real else f"\0stand-in for {scheme}"
+            return scheme
 
         def __new__(cls, pipeline_options=None):
             return _load_real(module_name)(pipeline_options=pipeline_options)

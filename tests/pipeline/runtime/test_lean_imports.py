@@ -78,6 +78,55 @@ def test_beam_imports_without_the_unused_clients_and_buckets_still_work(tmp_path
         assert not report["after"][skipped], skipped
 
 
+RACE = textwrap.dedent(
+    """
+    import sys, threading
+    from pipeline.runtime.lean_imports import skip_unused_clients
+
+    assert skip_unused_clients()
+    from apache_beam.io.filesystems import FileSystems
+
+    start = threading.Barrier(16)
+    found, errors = [], []
+
+    def first_use(i):
+        start.wait()
+        try:
+            path = ("gs://bucket/x", "/tmp/x", "s3://bucket/x")[i % 3]
+            fs = type(FileSystems.get_filesystem(path))
+            found.append((path[:2], fs.__module__, hasattr(fs, "_stands_in_for")))
+        except Exception as e:
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=first_use, args=(i,)) for i in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    print(sorted(set(found)), errors)
+    """
+)
+
+
+def test_threads_that_use_a_bucket_first_at_once_all_get_the_real_file_system(tmp_path):
+    script = tmp_path / "race.py"
+    script.write_text(RACE)
+    for _ in range(3):
+        result = subprocess.run(
+            [sys.executable, str(script)],
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert result.stdout.strip() == (
+            "[('/t', 'apache_beam.io.localfilesystem', False), "
+            "('gs', 'apache_beam.io.gcp.gcsfilesystem', False), "
+            "('s3', 'apache_beam.io.aws.s3filesystem', False)] []"
+        )
+
+
 def test_the_dataflow_client_can_be_kept(tmp_path):
     import importlib.util
 
