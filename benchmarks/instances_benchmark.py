@@ -9,13 +9,15 @@ whole process tree (launcher + Beam workers) from one more run that samples it (
 the run it watches: ``process_tree.measure``). ``--reference MB ...`` also runs google-research/bert's
 ``create_pretraining_data.py`` (from the ``bert-tensorflow`` wheel on PyPI, downloaded into
 benchmarks/work, never committed) on the same corpus and settings, in the same session, so the
-ratio is measured side by side. Prints Markdown table rows for benchmarks/RESULTS.md.
+ratio is measured side by side: at a size given to both, the reference runs between the first and
+the second half of bertprep's timed runs. Prints Markdown table rows for benchmarks/RESULTS.md.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import json
 import os
 import shutil
@@ -117,7 +119,11 @@ def run_reference(megabytes: float, args: argparse.Namespace) -> dict:
     }
 
 
-def run_one(megabytes: float, args: argparse.Namespace) -> dict:
+def run_one(megabytes: float, args: argparse.Namespace, between=None) -> dict:
+    """bertprep's row for ``megabytes``: the median of ``--repeat`` unsampled runs, and the peak
+    memory of one more, sampled. ``between`` (a callable), when given, runs after the first half
+    of the timed runs: the reference, so that both sides are timed across the same minutes (this
+    machine's speed drifts by up to ~30% within minutes, and a reference run takes several)."""
     src = corpus(megabytes)
     size = sum(f.stat().st_size for f in src.glob("*.txt"))
     out = WORK / f"out-{megabytes:g}mb"
@@ -146,7 +152,9 @@ def run_one(megabytes: float, args: argparse.Namespace) -> dict:
     ]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     runs = []
-    for memory in ["none"] * args.repeat + ["all"]:  # timed unsampled; memory from a run of its own
+    for i, memory in enumerate(["none"] * args.repeat + ["all"]):  # memory from a run of its own
+        if between is not None and i == args.repeat // 2:
+            between()
         shutil.rmtree(out, ignore_errors=True)
         m = measure(cmd, env=env, memory=memory)
         if m.returncode != 0:
@@ -170,6 +178,10 @@ def run_one(megabytes: float, args: argparse.Namespace) -> dict:
     }
 
 
+def _append_reference(rows: list[dict], megabytes: float, args: argparse.Namespace) -> None:
+    rows.append(run_reference(megabytes, args))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--megabytes", type=float, nargs="+", default=[30.0])
@@ -187,9 +199,22 @@ def main() -> None:
         "| date | corpus MB | documents | tokens | instances | wall s | instances/s | peak RSS MB | mode |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
-    jobs = [(mb, run_one) for mb in args.megabytes] + [(mb, run_reference) for mb in args.reference]
-    for mb, job in jobs:
-        r = job(mb, args)
+    rows: list[dict] = []
+    for mb in args.megabytes:
+        reference: list[dict] = []
+        side_by_side = mb in args.reference  # the reference runs amid bertprep's timed runs
+        rows.append(
+            run_one(
+                mb,
+                args,
+                between=functools.partial(_append_reference, reference, mb, args)
+                if side_by_side
+                else None,
+            )
+        )
+        rows.extend(reference)
+    rows.extend(run_reference(mb, args) for mb in args.reference if mb not in args.megabytes)
+    for r in rows:
         print(
             f"| {today} | {r['corpus_mb']} | {r['documents']:{',' if r['documents'] != '' else ''}} | {r['tokens']:{',' if r['tokens'] != '' else ''}} | "
             f"{r['instances']:,} | {r['wall_s']} | {r['instances_per_s']:,} | "
