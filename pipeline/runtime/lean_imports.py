@@ -49,7 +49,7 @@ DEFERRED_FILESYSTEMS = {
 }
 """Beam's file systems imported on first use: module → (class, scheme)."""
 _MUTED_LOGGERS = ("apache_beam.io.mongodbio",)
-"""Loggers that warn at import when a skipped client is missing (shown with --verbose only)."""
+"""Loggers that warn at import that a skipped client is missing (it is, on purpose): muted."""
 
 
 def _matches(name: str, prefixes: tuple[str, ...]) -> bool:
