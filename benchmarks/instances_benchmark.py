@@ -122,7 +122,7 @@ def run_reference(megabytes: float, args: argparse.Namespace) -> dict:
 def run_one(megabytes: float, args: argparse.Namespace, between=None) -> dict:
     """bertprep's row for ``megabytes``: the median of ``--repeat`` unsampled runs, and the peak
     memory of one more, sampled. ``between`` (a callable), when given, runs after the first half
-    of the timed runs: the reference, so that both sides are timed across the same minutes (this
+    (rounded up) of the timed runs: the reference, so that both sides are timed across the same minutes (this
     machine's speed drifts by up to ~30% within minutes, and a reference run takes several)."""
     src = corpus(megabytes)
     size = sum(f.stat().st_size for f in src.glob("*.txt"))
@@ -153,7 +153,7 @@ def run_one(megabytes: float, args: argparse.Namespace, between=None) -> dict:
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     runs = []
     for i, memory in enumerate(["none"] * args.repeat + ["all"]):  # memory from a run of its own
-        if between is not None and i == args.repeat // 2:
+        if between is not None and i == (args.repeat + 1) // 2:
             between()
         shutil.rmtree(out, ignore_errors=True)
         m = measure(cmd, env=env, memory=memory)
@@ -199,28 +199,25 @@ def main() -> None:
         "| date | corpus MB | documents | tokens | instances | wall s | instances/s | peak RSS MB | mode |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
-    rows: list[dict] = []
     for mb in args.megabytes:
         reference: list[dict] = []
         side_by_side = mb in args.reference  # the reference runs amid bertprep's timed runs
-        rows.append(
-            run_one(
-                mb,
-                args,
-                between=functools.partial(_append_reference, reference, mb, args)
-                if side_by_side
-                else None,
-            )
-        )
-        rows.extend(reference)
-    rows.extend(run_reference(mb, args) for mb in args.reference if mb not in args.megabytes)
-    for r in rows:
-        print(
-            f"| {today} | {r['corpus_mb']} | {r['documents']:{',' if r['documents'] != '' else ''}} | {r['tokens']:{',' if r['tokens'] != '' else ''}} | "
-            f"{r['instances']:,} | {r['wall_s']} | {r['instances_per_s']:,} | "
-            f"{r['peak_rss_mb']:,} | {r['mode']} |",
-            flush=True,
-        )
+        between = functools.partial(_append_reference, reference, mb, args)
+        _print_row(today, run_one(mb, args, between=between if side_by_side else None))
+        for r in reference:
+            _print_row(today, r)
+    for mb in args.reference:
+        if mb not in args.megabytes:
+            _print_row(today, run_reference(mb, args))
+
+
+def _print_row(today: str, r: dict) -> None:
+    print(
+        f"| {today} | {r['corpus_mb']} | {r['documents']:{',' if r['documents'] != '' else ''}} | {r['tokens']:{',' if r['tokens'] != '' else ''}} | "
+        f"{r['instances']:,} | {r['wall_s']} | {r['instances_per_s']:,} | "
+        f"{r['peak_rss_mb']:,} | {r['mode']} |",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

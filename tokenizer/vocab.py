@@ -98,10 +98,11 @@ class Vocab:
         return cls(tokens=tokens, sha256=digest, token_to_id=token_to_id)
 
     @classmethod
-    def from_file(cls, path: str) -> Vocab:
+    def from_file(cls, path: str | os.PathLike[str]) -> Vocab:
         """Reads vocab.txt from a local path or any URL smart_open understands (gs://, ...),
         decompressed by its extension (``.gz``, ``.bz2``...) as smart_open does. A plain local
         file is read directly (importing smart_open costs the launcher ~0.15 s)."""
+        path = os.fspath(path)
         if "://" not in path and not _COMPRESSED_SUFFIX.search(path):
             with open(os.path.expanduser(path), "rb") as f:
                 return cls.from_bytes(f.read())

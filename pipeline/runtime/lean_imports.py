@@ -26,6 +26,7 @@ from __future__ import annotations
 import importlib
 import importlib.abc
 import importlib.machinery
+import importlib.util
 import logging
 import os
 import sys
@@ -48,6 +49,10 @@ DEFERRED_FILESYSTEMS = {
     "apache_beam.io.aws.s3filesystem": ("S3FileSystem", "s3"),
 }
 """Beam's file systems imported on first use: module → (class, scheme)."""
+_REQUIRED = {"apache_beam.io.gcp.gcsfilesystem": "google.cloud.storage"}
+"""What a deferred file system's import needs installed (Beam's ``gcp`` extra): without it no
+stand-in is made, and Beam's own import fails and leaves the scheme out, as it always has (a
+``gs://`` path then gets Beam's "pip install apache-beam[gcp]" error)."""
 _MUTED_LOGGERS = ("apache_beam.io.mongodbio",)
 """Loggers that warn at import that a skipped client is missing (it is, on purpose): muted."""
 
@@ -68,8 +73,17 @@ class _Finder(importlib.abc.MetaPathFinder):
         if _matches(name, self.refused):
             raise ModuleNotFoundError(f"{name} is not loaded by bertprep (lean_imports)", name=name)
         if name in DEFERRED_FILESYSTEMS and name not in self.real_wanted:
-            return importlib.machinery.ModuleSpec(name, _StandInLoader())
+            required = _REQUIRED.get(name)
+            if required is None or _installed(required):
+                return importlib.machinery.ModuleSpec(name, _StandInLoader())
         return None
+
+
+def _installed(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ImportError:  # a parent package missing
+        return False
 
 
 class _StandInLoader(importlib.abc.Loader):

@@ -73,6 +73,7 @@ _SAME_FOR_ZYGOTE = (
     "BERTPREP_WORKER_DATAFLOW_CLIENT",
     "ARROW_DEFAULT_MEMORY_POOL",
     "BERTPREP_GC_THRESHOLDS",
+    "BERTPREP_ALL_CLIENTS",
 )
 """Environment variables that act when a process starts: a worker whose environment differs
 from the zygote's in one of them is started as a new process instead."""

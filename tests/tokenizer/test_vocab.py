@@ -143,6 +143,7 @@ def test_from_file_reads_a_file_url_and_a_home_relative_path(tmp_path, monkeypat
     path = tmp_path / "vocab.txt"
     path.write_text("\n".join(BASIC) + "\n", encoding="utf-8")
     assert Vocab.from_file(path.as_uri()) == _vocab(BASIC)
+    assert Vocab.from_file(path) == _vocab(BASIC)  # a pathlib.Path too
     monkeypatch.setenv("HOME", str(tmp_path))
     assert Vocab.from_file("~/vocab.txt") == _vocab(BASIC)
 

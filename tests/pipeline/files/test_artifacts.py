@@ -30,3 +30,21 @@ def test_an_error_naming_its_own_file_is_left_as_it_is(tmp_path):
     with pytest.raises(FileNotFoundError) as raised, naming("/elsewhere"):
         missing.open("wb").close()
     assert raised.value.filename == str(missing)
+
+
+def test_read_parquet_reads_the_columns_asked_and_names_a_missing_one(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from pipeline.files.artifacts import read_parquet
+
+    path = tmp_path / "t.parquet"
+    table = pa.table({"doc_id": ["a", "b"], "sentences": [["x", "y"], []], "n": [1, 2]})
+    pq.write_table(table, path)
+    assert read_parquet(str(path), ["sentences", "doc_id"]).to_pydict() == {
+        "sentences": [["x", "y"], []],
+        "doc_id": ["a", "b"],
+    }
+    assert read_parquet(str(path)).equals(table)
+    with pytest.raises(ValueError, match=r"t\.parquet: no column\(s\) tokens"):
+        read_parquet(str(path), ["doc_id", "tokens"])

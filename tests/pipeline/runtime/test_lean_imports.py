@@ -47,10 +47,14 @@ PROBE = textwrap.dedent(
 )
 
 
+def _without_switch() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k != "BERTPREP_ALL_CLIENTS"}
+
+
 def probe(tmp_path: Path, mode: str = "", **env: str) -> dict:
     script = tmp_path / "probe.py"
     script.write_text(PROBE)
-    environment = {k: v for k, v in os.environ.items() if k != "BERTPREP_ALL_CLIENTS"}
+    environment = _without_switch()
     result = subprocess.run(
         [sys.executable, str(script), mode],
         env={**environment, "PYTHONPATH": str(ROOT), **env},
@@ -114,7 +118,7 @@ def test_threads_that_use_a_bucket_first_at_once_all_get_the_real_file_system(tm
     for _ in range(3):
         result = subprocess.run(
             [sys.executable, str(script)],
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            env={**_without_switch(), "PYTHONPATH": str(ROOT)},
             capture_output=True,
             text=True,
             timeout=120,
@@ -125,6 +129,44 @@ def test_threads_that_use_a_bucket_first_at_once_all_get_the_real_file_system(tm
             "('gs', 'apache_beam.io.gcp.gcsfilesystem', False), "
             "('s3', 'apache_beam.io.aws.s3filesystem', False)] []"
         )
+
+
+WITHOUT_GCP_EXTRA = textwrap.dedent(
+    """
+    import sys
+
+    class NoStorage:  # as on an install without apache-beam[gcp]
+        @staticmethod
+        def find_spec(name, path=None, target=None):
+            if name == "google.cloud.storage" or name.startswith("google.cloud.storage."):
+                raise ModuleNotFoundError(name, name=name)
+
+    sys.meta_path.insert(0, NoStorage)
+    from pipeline.runtime.lean_imports import skip_unused_clients
+
+    assert skip_unused_clients()
+    from apache_beam.io.filesystems import FileSystems
+
+    try:
+        FileSystems.get_filesystem("gs://bucket/x")
+    except ValueError as e:
+        print(type(e).__name__, "apache-beam[gcp]" in str(e))
+    """
+)
+
+
+def test_without_the_gcp_extra_a_bucket_path_gets_beams_install_hint(tmp_path):
+    script = tmp_path / "no_gcp.py"
+    script.write_text(WITHOUT_GCP_EXTRA)
+    result = subprocess.run(
+        [sys.executable, str(script)],
+        env={**_without_switch(), "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split() == ["ValueError", "True"]
 
 
 def test_the_dataflow_client_can_be_kept(tmp_path):

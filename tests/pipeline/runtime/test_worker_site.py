@@ -101,8 +101,8 @@ def test_the_fast_exit_can_be_turned_off(tmp_path):
 
 
 def test_the_dataflow_client_can_be_kept_in_workers(tmp_path):
-    """With BERTPREP_WORKER_DATAFLOW_CLIENT=1 a worker imports Beam as Beam does (which loads
-    the Dataflow client when it is installed)."""
+    """With BERTPREP_WORKER_DATAFLOW_CLIENT=1 a worker keeps the Dataflow client (Beam loads it
+    when it is installed; the other unused clients stay skipped: lean_imports)."""
     import importlib.util
 
     result = run(tmp_path, "ok", BERTPREP_WORKER_DATAFLOW_CLIENT="1")
