@@ -51,18 +51,23 @@ def _without_switch() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k != "BERTPREP_ALL_CLIENTS"}
 
 
-def probe(tmp_path: Path, mode: str = "", **env: str) -> dict:
-    script = tmp_path / "probe.py"
-    script.write_text(PROBE)
-    environment = _without_switch()
+def run_script(script: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    """``script`` run by a new interpreter with this checkout on its path; it must succeed."""
     result = subprocess.run(
-        [sys.executable, str(script), mode],
-        env={**environment, "PYTHONPATH": str(ROOT), **env},
+        [sys.executable, str(script), *args],
+        env={**_without_switch(), "PYTHONPATH": str(ROOT), **env},
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+def probe(tmp_path: Path, mode: str = "", **env: str) -> dict:
+    script = tmp_path / "probe.py"
+    script.write_text(PROBE)
+    result = run_script(script, mode, **env)
     assert "bson" not in result.stderr  # mongodbio's import warning stays quiet
     return json.loads(result.stdout.splitlines()[-1])
 
@@ -116,14 +121,7 @@ def test_threads_that_use_a_bucket_first_at_once_all_get_the_real_file_system(tm
     script = tmp_path / "race.py"
     script.write_text(RACE)
     for _ in range(3):
-        result = subprocess.run(
-            [sys.executable, str(script)],
-            env={**_without_switch(), "PYTHONPATH": str(ROOT)},
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert result.returncode == 0, result.stderr[-3000:]
+        result = run_script(script)
         assert result.stdout.strip() == (
             "[('/t', 'apache_beam.io.localfilesystem', False), "
             "('gs', 'apache_beam.io.gcp.gcsfilesystem', False), "
@@ -158,15 +156,7 @@ WITHOUT_GCP_EXTRA = textwrap.dedent(
 def test_without_the_gcp_extra_a_bucket_path_gets_beams_install_hint(tmp_path):
     script = tmp_path / "no_gcp.py"
     script.write_text(WITHOUT_GCP_EXTRA)
-    result = subprocess.run(
-        [sys.executable, str(script)],
-        env={**_without_switch(), "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.split() == ["ValueError", "True"]
+    assert run_script(script).stdout.split() == ["ValueError", "True"]
 
 
 def test_the_dataflow_client_can_be_kept(tmp_path):
