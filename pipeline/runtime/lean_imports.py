@@ -43,6 +43,8 @@ SKIPPED = (
 )
 """Modules refused (ModuleNotFoundError), with their submodules."""
 
+WORKER_DATAFLOW_CLIENT_ENV = "BERTPREP_WORKER_DATAFLOW_CLIENT"
+"""``1``: a worker keeps the Dataflow API client (Beam imports it when installed)."""
 DATAFLOW_CLIENT = ("google.cloud.dataflow", "google.cloud.dataflow_v1beta3")
 DEFERRED_FILESYSTEMS = {
     "apache_beam.io.gcp.gcsfilesystem": ("GCSFileSystem", "gs"),
@@ -100,6 +102,7 @@ _real: dict[str, type] = {}
 _real_lock = threading.RLock()
 """Held while a real file system is imported, and while Beam lists its file systems."""
 _finder: _Finder | None = None
+_listing_wrapped = False
 
 
 def _load_real(module_name: str) -> type:
@@ -133,14 +136,15 @@ def _list_without_replaced_stand_ins(original):
 
 
 def _stand_in_class(module_name: str, class_name: str, scheme: str) -> type:
+    global _listing_wrapped
     from apache_beam.io.filesystem import FileSystem
 
     with _real_lock:
-        if not getattr(FileSystem, "_lean_imports_listing", False):
+        if not _listing_wrapped:
             FileSystem.get_all_subclasses = _list_without_replaced_stand_ins(
                 FileSystem.get_all_subclasses
             )
-            FileSystem._lean_imports_listing = True
+            _listing_wrapped = True
 
     class StandIn(FileSystem):
         """Stands in for one of Beam's file systems until a path of its scheme is used
@@ -172,6 +176,12 @@ def skip_unused_clients(dataflow_client: bool = False) -> bool:
     _finder = _Finder(SKIPPED + (() if dataflow_client else DATAFLOW_CLIENT))
     sys.meta_path.insert(0, _finder)
     return True
+
+
+def skip_unused_clients_in_worker() -> bool:
+    """``skip_unused_clients`` for a Beam SDK worker (or the zygote that forks them): the Dataflow
+    API client kept only with ``BERTPREP_WORKER_DATAFLOW_CLIENT`` set."""
+    return skip_unused_clients(dataflow_client=bool(os.environ.get(WORKER_DATAFLOW_CLIENT_ENV)))
 
 
 def runner_named(argv: list[str]) -> bool:

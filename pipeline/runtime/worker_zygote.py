@@ -288,10 +288,9 @@ def serve(path: str, ready_fd: int) -> None:
 
     with contextlib.suppress(ValueError):  # malformed: the CLI says so; the zygote carries on
         apply_from_environment()  # the launcher's thresholds, before the imports; children inherit
-    from pipeline.runtime.lean_imports import skip_unused_clients
+    from pipeline.runtime.lean_imports import skip_unused_clients_in_worker
 
-    # as in a new worker (worker_site/sitecustomize): children inherit it
-    skip_unused_clients(dataflow_client=bool(os.environ.get("BERTPREP_WORKER_DATAFLOW_CLIENT")))
+    skip_unused_clients_in_worker()  # as in a new worker (worker_site/sitecustomize); inherited
     _warm()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)

@@ -96,9 +96,9 @@ def _skip_unused_clients() -> None:
     if not os.environ.get("CONTROL_API_SERVICE_DESCRIPTOR"):
         return
     with contextlib.suppress(Exception):
-        from pipeline.runtime.lean_imports import skip_unused_clients
+        from pipeline.runtime.lean_imports import skip_unused_clients_in_worker
 
-        skip_unused_clients(dataflow_client=bool(os.environ.get("BERTPREP_WORKER_DATAFLOW_CLIENT")))
+        skip_unused_clients_in_worker()
 
 
 def _quiet_worker() -> None:
