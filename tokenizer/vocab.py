@@ -42,6 +42,48 @@ _PARSED: dict[str, Vocab] = {}
 _PARSED_LIMIT = 4
 _PARSED_LOCK = threading.Lock()
 """Guards ``_PARSED``: a worker process runs bundles, and so loads vocabs, on several threads."""
+_LOCAL_FILES: dict[str, str] = {}
+"""digest → the absolute path of a plain local file this process read those bytes from."""
+_pickle_by_path = False
+"""See ``pickle_by_path``."""
+
+
+def pickle_by_path(enabled: bool) -> None:
+    """With ``enabled``, a Vocab read from a plain local file pickles as that file's path and
+    digest (~100 bytes) instead of its tokens (~290 kB; Beam compresses every DoFn pickle with
+    bz2, ~30 ms per dump or load, and a worker loads each DoFn once per bundle processor). Only
+    for workers that read the same files as this process: Beam's local runners. Unpickled, the
+    vocab is the process's already parsed one of that digest, or the file read and parsed once;
+    a file whose bytes have changed since is a ``VocabError``."""
+    global _pickle_by_path
+    _pickle_by_path = enabled
+
+
+def _vocab_at(path: str, sha256: str) -> Vocab:
+    """The vocab of digest ``sha256``, read from ``path`` unless this process has parsed it."""
+    known = _PARSED.get(sha256)
+    if known is not None:
+        return known
+    with open(path, "rb") as f:
+        vocab = Vocab.from_bytes(f.read())
+    if vocab.sha256 != sha256:
+        raise VocabError(
+            f"vocab {path} changed while the job ran: sha256 {vocab.sha256}, the job started "
+            f"with {sha256}"
+        )
+    return vocab
+
+
+def _vocab_of(tokens: tuple[str, ...], sha256: str) -> Vocab:
+    """The vocab of ``tokens`` (pickled whole): the process's parsed one of that digest if any."""
+    known = _PARSED.get(sha256)
+    if known is not None:
+        return known
+    vocab = object.__new__(Vocab)
+    object.__setattr__(vocab, "tokens", tokens)
+    object.__setattr__(vocab, "sha256", sha256)
+    object.__setattr__(vocab, "token_to_id", _first_ids(tokens))
+    return vocab
 
 
 @dataclass(frozen=True)
@@ -104,23 +146,25 @@ class Vocab:
         file is read directly (importing smart_open costs the launcher ~0.15 s)."""
         path = os.fspath(path)
         if "://" not in path and not _COMPRESSED_SUFFIX.search(path):
-            with open(os.path.expanduser(path), "rb") as f:
-                return cls.from_bytes(f.read())
+            path = os.path.abspath(os.path.expanduser(path))
+            with open(path, "rb") as f:
+                vocab = cls.from_bytes(f.read())
+            _LOCAL_FILES[vocab.sha256] = path
+            return vocab
         from smart_open import open as smart_open
 
         with smart_open(path, "rb") as f:
             return cls.from_bytes(f.read())
 
-    def __getstate__(self) -> dict[str, object]:
-        """Pickled as its tokens and digest; the id table is rebuilt when unpickled. Beam
-        pickles a DoFn holding a vocab, compresses it with bz2 and unpickles it for every bundle
-        processor a worker builds: without the table that is ~half the bytes."""
-        return {"tokens": self.tokens, "sha256": self.sha256}
-
-    def __setstate__(self, state: dict[str, object]) -> None:
-        object.__setattr__(self, "tokens", state["tokens"])
-        object.__setattr__(self, "sha256", state["sha256"])
-        object.__setattr__(self, "token_to_id", _first_ids(self.tokens))
+    def __reduce__(self):
+        """Pickled as its file's path and digest (``pickle_by_path``), else as its tokens and
+        digest: the id table is rebuilt when unpickled. Beam pickles a DoFn holding a vocab,
+        compresses it with bz2 and unpickles it for every bundle processor a worker builds:
+        without the table that is ~half the bytes."""
+        path = _LOCAL_FILES.get(self.sha256) if _pickle_by_path else None
+        if path is not None:
+            return _vocab_at, (path, self.sha256)
+        return _vocab_of, (self.tokens, self.sha256)
 
     def __len__(self) -> int:
         return len(self.tokens)

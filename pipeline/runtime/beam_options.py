@@ -13,6 +13,7 @@ from apache_beam.options.pipeline_options import (
     TypeOptions,
 )
 
+from tokenizer.vocab import pickle_by_path
 from transforms.errors import UserError
 
 UNSAFE_DIRECT_MODE = "multi_threading"
@@ -127,6 +128,9 @@ def make_pipeline_options(beam_args: list[str]) -> PipelineOptions:
     multi-process DirectRunner's worker zygote is started at once, unless the CLI already did
     (``pipeline.runtime.worker_zygote.Zygote``).
 
+    With the DirectRunner, a vocab read from a local file is pickled into DoFns as its path and
+    digest (``tokenizer.vocab.pickle_by_path``); with any other runner, as its tokens.
+
     The DirectRunner is run as ``pipeline.runtime.local_runner.FnApiDirectRunner``: the same runner,
     without Beam's attempt to download and use the Prism runner first. Beam's DaskRunner
     (``--runner DaskRunner``, any spelling) runs as ``pipeline.runtime.dask_runner.DaskRunner``:
@@ -145,6 +149,8 @@ def make_pipeline_options(beam_args: list[str]) -> PipelineOptions:
     if not os.environ.get("BERTPREP_PIPELINE_TYPE_CHECK"):
         options.view_as(TypeOptions).pipeline_type_check = False
     runner = options.view_as(StandardOptions).runner or "DirectRunner"
+    # workers on this machine read a local vocab file themselves (tokenizer.vocab.pickle_by_path)
+    pickle_by_path(runner in ("DirectRunner", "direct"))
     if runner.rsplit(".", 1)[-1].lower() == "daskrunner":
         from pipeline.runtime.dask_runner import RUNNER as DASK_RUNNER
 

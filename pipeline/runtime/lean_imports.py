@@ -1,15 +1,22 @@
 """Beam's import without the cloud and database clients a local job never calls.
 
 ``import apache_beam`` imports, at its own import, the client libraries of Google Cloud Storage
-(for ``gs://``), Amazon S3, BigQuery, Pub/Sub, the Dataflow API and MongoDB: ~0.35 s of its ~1 s, in the
-launcher, in the workers' zygote and in every new worker process, before any work starts.
+(for ``gs://``), Amazon S3, BigQuery, Pub/Sub, the Dataflow API (with apitools and httplib2) and
+MongoDB: ~0.5 s of its ~1.2 s on a 2-core VM, in the launcher, in the workers' zygote and in every
+new worker process, before any work starts.
 ``skip_unused_clients()``, called before Beam's first import in a process, keeps them out:
 
 - **BigQuery, Pub/Sub, MongoDB** are not imported (``apache_beam.io`` guards them: it carries on
   without them, as on a machine without the ``gcp`` extra). bertprep calls none of them.
-- **The Dataflow API client** (``google.cloud.dataflow``) is not imported unless
-  ``dataflow_client`` is true: only the Dataflow runner calls it, in the launcher of a job run
-  with ``--runner DataflowRunner``.
+- **The Dataflow API client** (``google.cloud.dataflow``) and **apitools** (the older Google API
+  client, with oauth2client and pyasn1) are not imported unless ``dataflow_client`` is true: only
+  the Dataflow runner and BigQuery call them, in the launcher of a job run with ``--runner
+  DataflowRunner``. Beam's retry filters (``apache_beam.utils.retry``) then know neither apitools'
+  ``HttpError`` nor ``GoogleAPICallError`` and retry every error not marked permanent; only the
+  skipped clients raise those (Cloud Storage retries by its own client's policy).
+- **httplib2** (with pyparsing) is imported lazily (``importlib.util.LazyLoader``): Beam's
+  stager imports it for downloading artifacts to stage for a remote runner, which a local job
+  never does; the module runs on its first attribute access.
 - **Google Cloud Storage and Amazon S3** are imported on first use: ``gs://`` and ``s3://``
   paths keep working. A stand-in file system for the scheme takes the real one's place in Beam's
   registry (under the same import path, e.g. ``apache_beam.io.gcp.gcsfilesystem.GCSFileSystem``);
@@ -45,7 +52,9 @@ SKIPPED = (
 
 WORKER_DATAFLOW_CLIENT_ENV = "BERTPREP_WORKER_DATAFLOW_CLIENT"
 """``1``: a worker keeps the Dataflow API client (Beam imports it when installed)."""
-DATAFLOW_CLIENT = ("google.cloud.dataflow", "google.cloud.dataflow_v1beta3")
+DATAFLOW_CLIENT = ("google.cloud.dataflow", "google.cloud.dataflow_v1beta3", "apitools")
+LAZY = ("httplib2",)
+"""Modules whose code runs on their first attribute access, not at their import."""
 DEFERRED_FILESYSTEMS = {
     "apache_beam.io.gcp.gcsfilesystem": ("GCSFileSystem", "gs"),
     "apache_beam.io.aws.s3filesystem": ("S3FileSystem", "s3"),
@@ -74,6 +83,11 @@ class _Finder(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
         if _matches(name, self.refused):
             raise ModuleNotFoundError(f"{name} is not loaded by bertprep (lean_imports)", name=name)
+        if name in LAZY:
+            spec = importlib.machinery.PathFinder.find_spec(name, path)
+            if spec is not None and spec.loader is not None:
+                spec.loader = importlib.util.LazyLoader(spec.loader)
+            return spec
         if name in DEFERRED_FILESYSTEMS and name not in self.real_wanted:
             required = _REQUIRED.get(name)
             if required is None or _installed(required):

@@ -184,11 +184,14 @@ def test_google_vocabularies(name: str, size: int, sha256: str) -> None:
     assert vocab.continuation_mask()[vocab.id_of("##s")]
 
 
-def test_pickles_without_its_id_table_and_unpickles_equal(tmp_path):
+def test_pickles_without_its_id_table_and_unpickles_equal(tmp_path, monkeypatch):
     """Beam pickles (and bz2-compresses) a DoFn's vocab for every bundle processor: the id table
     is rebuilt on load instead of carried, and a repeated token keeps its first id."""
     import pickle
 
+    from tokenizer import vocab as module
+
+    monkeypatch.setattr(module, "_pickle_by_path", False)  # as for a runner on other machines
     path = tmp_path / "vocab.txt"
     path.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "a", "##c"]))
     vocab = Vocab.from_file(str(path))
@@ -232,3 +235,62 @@ def test_threads_loading_the_same_new_bytes_share_one_vocab() -> None:
             loaded = list(pool.map(Vocab.from_bytes, [data] * 16))
         assert all(v is loaded[0] for v in loaded)
         assert len(module._PARSED) <= module._PARSED_LIMIT
+
+
+UNPICKLE = """
+import pickle, sys
+from tokenizer.vocab import VocabError
+try:
+    vocab = pickle.loads(sys.stdin.buffer.read())
+    print(len(vocab), vocab.id_of("cat"), vocab.sha256)
+except VocabError as e:
+    print("VocabError", e)
+"""
+
+
+def _unpickled_elsewhere(data: bytes) -> str:
+    """What a new process (a worker that has parsed no vocab) makes of the pickle ``data``."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-c", UNPICKLE],
+        input=data,
+        capture_output=True,
+        env={**os.environ, "PYTHONPATH": str(root)},
+        timeout=60,
+        check=True,
+    )
+    return done.stdout.decode().strip()
+
+
+def test_a_local_file_pickles_as_its_path_for_local_workers(tmp_path, monkeypatch):
+    """``pickle_by_path``: a vocab read from a plain local file pickles as its path and digest;
+    a process that has parsed it gets its own object back, a new one reads the file, and a file
+    changed since is an error, not another vocabulary. Vocabs not read from a local file, and
+    every vocab without the switch, pickle their tokens."""
+    import pickle
+
+    from tokenizer import vocab as module
+
+    monkeypatch.setattr(module, "_pickle_by_path", True)
+    path = tmp_path / "vocab.txt"
+    path.write_text("\n".join(BASIC) + "\n")
+    monkeypatch.chdir(tmp_path)
+    vocab = Vocab.from_file("vocab.txt")  # relative: pickled as the absolute path
+    data = pickle.dumps(vocab, protocol=5)
+    assert b"cat" not in data and str(path).encode() in data and len(data) < 400
+    assert pickle.loads(data) is vocab
+    assert _unpickled_elsewhere(data) == f"{len(BASIC)} 8 {vocab.sha256}"
+    path.write_text("\n".join(BASIC) + "\nextra\n")
+    assert _unpickled_elsewhere(data).startswith(
+        f"VocabError vocab {path} changed while the job ran"
+    )
+
+    from_bytes = Vocab.from_bytes(("\n".join(BASIC) + "\nbytes\n").encode())
+    whole = pickle.dumps(from_bytes, protocol=5)
+    assert b"cat" in whole
+    assert _unpickled_elsewhere(whole).split()[:2] == [str(len(BASIC) + 1), "8"]
+    monkeypatch.setattr(module, "_pickle_by_path", False)
+    assert b"cat" in pickle.dumps(vocab, protocol=5)

@@ -24,6 +24,24 @@ def test_direct_runner_defaults_to_multi_processing_and_refuses_multi_threading(
         make_pipeline_options(["--direct_running_mode=multi_threading"])
 
 
+def test_only_the_local_runner_pickles_vocabs_as_their_path():
+    """Local workers read the vocab file themselves (``tokenizer.vocab.pickle_by_path``);
+    workers of any other runner may be on machines without the file."""
+    from tokenizer import vocab
+
+    try:
+        make_pipeline_options([])
+        assert vocab._pickle_by_path is True
+        make_pipeline_options(["--runner=DataflowRunner"])
+        assert vocab._pickle_by_path is False
+        make_pipeline_options(["--direct_running_mode=in_memory"])
+        assert vocab._pickle_by_path is True
+        make_pipeline_options(["--runner=DaskRunner"])
+        assert vocab._pickle_by_path is False
+    finally:
+        vocab.pickle_by_path(False)
+
+
 def test_direct_runner_runs_on_the_fn_api_runner_without_trying_prism(monkeypatch, tmp_path):
     """The DirectRunner never hands a job to Prism (a download, or another runner online): a
     real pipeline runs, in memory and multi-process, with Prism made to fail if touched."""

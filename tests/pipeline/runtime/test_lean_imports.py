@@ -28,8 +28,10 @@ PROBE = textwrap.dedent(
     from apache_beam.io.filesystems import FileSystems
 
     watched = ["google.cloud.dataflow", "pymongo", "bson", "apache_beam.io.gcp.bigquery",
-               "google.cloud.storage", "apache_beam.io.gcp.gcsio", "apache_beam.io.aws.s3io"]
+               "google.cloud.storage", "apache_beam.io.gcp.gcsio", "apache_beam.io.aws.s3io",
+               "apitools", "oauth2client", "pyparsing"]
     report = {"installed": installed, "before": {m: m in sys.modules for m in watched}}
+    report["httplib2_lazy"] = type(sys.modules["httplib2"]).__name__ == "_LazyModule"
     local = FileSystems.get_filesystem("/tmp/x")
     report["local"] = type(local).__name__
     report["before_gs"] = {m: m in sys.modules for m in watched}
@@ -42,6 +44,11 @@ PROBE = textwrap.dedent(
     report["s3_real"] = type(s3) is sys.modules["apache_beam.io.aws.s3filesystem"].S3FileSystem
     report["local_after"] = type(FileSystems.get_filesystem("/tmp/x")).__name__
     report["after"] = {m: m in sys.modules for m in watched}
+    from apache_beam.internal.http_client import get_new_http
+    from apache_beam.utils import retry
+
+    report["http"] = type(get_new_http()).__module__  # the lazy module runs on first use
+    report["retry_knows"] = [retry.HttpError is not None, retry.GoogleAPICallError is not None]
     print(json.dumps(report))
     """
 )
@@ -83,8 +90,12 @@ def test_beam_imports_without_the_unused_clients_and_buckets_still_work(tmp_path
     assert report["gs_join"] == "gs://bucket/a/b"
     assert report["local_after"] == "LocalFileSystem"  # the stand-ins answer for no path now
     assert report["after"]["google.cloud.storage"] and report["after"]["apache_beam.io.gcp.gcsio"]
-    for skipped in ("google.cloud.dataflow", "pymongo", "bson", "apache_beam.io.gcp.bigquery"):
-        assert not report["after"][skipped], skipped
+    skipped = ("google.cloud.dataflow", "pymongo", "bson", "apache_beam.io.gcp.bigquery")
+    for module in (*skipped, "apitools", "oauth2client"):
+        assert not report["after"][module], module
+    # httplib2 is imported by Beam's stager but runs only when first used
+    assert report["httplib2_lazy"] and report["http"] == "httplib2"
+    assert report["retry_knows"] == [False, False]  # without apitools, see the module doc
 
 
 RACE = textwrap.dedent(
@@ -165,6 +176,7 @@ def test_the_dataflow_client_can_be_kept(tmp_path):
     report = probe(tmp_path, "keep-dataflow")
     installed = importlib.util.find_spec("google.cloud.dataflow") is not None
     assert report["after"]["google.cloud.dataflow"] is installed
+    assert report["after"]["apitools"] and report["retry_knows"] == [True, True]
     assert not report["after"]["pymongo"]
 
 
@@ -172,6 +184,7 @@ def test_it_can_be_turned_off(tmp_path):
     report = probe(tmp_path, BERTPREP_ALL_CLIENTS="1")
     assert report["installed"] is False
     assert report["before"]["google.cloud.storage"]  # Beam's own import, as without bertprep
+    assert report["before"]["apitools"] and not report["httplib2_lazy"]
     assert report["gs_real"] and report["local_after"] == "LocalFileSystem"
 
 
