@@ -567,3 +567,52 @@ def test_needs_parser_check_equals_its_pattern():
     for _ in range(20000):
         text = "".join(rng.choices(pieces, k=rng.randint(0, 12)))
         assert _needs_parser(text) == bool(_NEEDS_PARSER.search(text)), repr(text)
+
+
+def test_free_link_check_equals_its_pattern():
+    """``_has_free_link`` tries the scheme pattern only before colons: the same answer as a
+    search of the whole text, word boundaries and case folding (``ſ`` as ``s``) included."""
+    import random
+
+    from transforms.wikitext import _FREE_LINK_SCHEME, _has_free_link
+
+    pieces = [*"geotlsmpnurbicaxGTSK:_1 ſ.-é", "sips", "mailto", "bitcoin", "xmpp", "magnet"]
+    rng = random.Random(11)
+    for _ in range(30000):
+        text = "".join(rng.choices(pieces, k=rng.randint(0, 10)))
+        assert _has_free_link(text) == bool(_FREE_LINK_SCHEME.search(text)), repr(text)
+
+
+_LINE_RULES = (r"^[*#:;]", r"^(?:\{\||\|\}|\||!)", r"\s*(?:\x01[^\x02]*\x02\s*)+")
+
+
+def test_dropped_line_check_equals_the_line_patterns():
+    """``_is_dropped_line`` decides by first and last characters what these patterns decided:
+    list and definition lines, table rows, headings (``^=+.*=+$`` once stripped), marked lines
+    and lines of namespace links only."""
+    import random
+    import re
+
+    from transforms.wikitext import _DROP, _is_dropped_line
+
+    listed, table, links_only = (re.compile(p) for p in _LINE_RULES)
+    heading = re.compile(r"^=+.*=+$")
+    pieces = [*"*#:;{|}!= \tab\x01\x02\u3000", _DROP, "==", "{|", "|}"]
+    rng = random.Random(5)
+    for _ in range(30000):
+        line = "".join(rng.choices(pieces, k=rng.randint(1, 8)))
+        expected = bool(
+            _DROP in line
+            or links_only.fullmatch(line)
+            or listed.match(line)
+            or table.match(line)
+            or heading.match(line.strip())
+        )
+        assert _is_dropped_line(line, line.strip()) == expected, repr(line)
+
+
+def test_table_check_ignores_case_as_lowering_did():
+    from transforms.wikitext import _TABLE_OPEN
+
+    for text in ("<table>", "<TABLE class=x>", "<TaBlE", "< table", "<tabl", "x<tAble"):
+        assert bool(_TABLE_OPEN.search(text)) == ("<table" in text.lower()), text
