@@ -34,6 +34,9 @@ RUNTIME = [
     "google-crc32c==1.9.0",
     "PyYAML==6.0.4",
     "mwparserfromhell==0.7.2",
+    # .bz2 Wikipedia dumps decompressed ~1.35x faster than libbz2, on one thread
+    # (pipeline/files/bzip2_stream.py)
+    "indexed-bzip2==1.7.0",
     "charset-normalizer==3.5.3",
 ]
 

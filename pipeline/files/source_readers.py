@@ -57,6 +57,13 @@ class _CountingStream(io.RawIOBase):
     def tell(self) -> int:
         return self._position
 
+    def seekable(self) -> bool:
+        return self._raw.seekable()
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        self._position = self._raw.seek(offset, whence)
+        return self._position
+
     def readinto(self, buffer) -> int:
         data = self._raw.read(len(buffer))
         n = len(data)
@@ -96,6 +103,23 @@ def open_decompressed(path: str, on_read: OnRead | None = None, whole: bool = Fa
     return CompressedFile(raw, compression_type=compression)
 
 
+def open_dump(path: str, on_read: OnRead | None = None):
+    """``open_decompressed(path, on_read)`` for a Wikipedia dump: a .bz2 file is decompressed by
+    indexed_bzip2 where it is installed and the file ends as a bzip2 file does
+    (``pipeline.files.bzip2_stream``: the same bytes, ~1.35× faster)."""
+    from pipeline.files import bzip2_stream
+
+    if not path.endswith(".bz2") or not bzip2_stream.available():
+        return open_decompressed(path, on_read)
+    stored = FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+    if not bzip2_stream.ends_with_stream_end(stored):  # cut, or not bzip2: read as before
+        stored.close()
+        return open_decompressed(path, on_read)
+    if on_read is not None:
+        stored = io.BufferedReader(_CountingStream(stored, on_read), 1 << 20)
+    return bzip2_stream.Bzip2Stream(stored, lambda: open_decompressed(path))
+
+
 def _truncated(f: WorkUnit, local: Counter[str], error: EOFError, after: str) -> Reject:
     local["truncated_file"] += 1
     return Reject.of("truncated_file", f.name, f"{error}; {after}")
@@ -126,9 +150,7 @@ class SourceReader:
         from transforms.mediawiki_xml import WikiPage, iter_pages
         from transforms.wikitext import wikitext_to_paragraphs
 
-        opened = (
-            RangeStream(f.stream_range) if f.stream_range else open_decompressed(f.path, on_read)
-        )
+        opened = RangeStream(f.stream_range) if f.stream_range else open_dump(f.path, on_read)
         with opened as stream:
             for item in iter_pages(
                 stream,
