@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import stat
 import threading
 from dataclasses import dataclass, field
 
@@ -64,14 +65,17 @@ def _vocab_at(path: str, sha256: str) -> Vocab:
     known = _PARSED.get(sha256)
     if known is not None:
         return known
-    with open(path, "rb") as f:
-        vocab = Vocab.from_bytes(f.read())
-    if vocab.sha256 != sha256:
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise VocabError(f"vocab {path} is gone while the job ran: {e}") from e
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != sha256:
         raise VocabError(
-            f"vocab {path} changed while the job ran: sha256 {vocab.sha256}, the job started "
-            f"with {sha256}"
+            f"vocab {path} changed while the job ran: sha256 {digest}, the job started with {sha256}"
         )
-    return vocab
+    return Vocab.from_bytes(data)
 
 
 def _vocab_of(tokens: tuple[str, ...], sha256: str) -> Vocab:
@@ -149,7 +153,9 @@ class Vocab:
             path = os.path.abspath(os.path.expanduser(path))
             with open(path, "rb") as f:
                 vocab = cls.from_bytes(f.read())
-            _LOCAL_FILES[vocab.sha256] = path
+                regular = stat.S_ISREG(os.fstat(f.fileno()).st_mode)
+            if regular:  # a pipe or /dev/fd/N cannot be read again by a worker
+                _LOCAL_FILES[vocab.sha256] = path
             return vocab
         from smart_open import open as smart_open
 

@@ -13,7 +13,13 @@ Damaged files end as they did with Beam's decompressor:
 - a corrupt block inside a complete file: indexed_bzip2 raises before the block, and this stream
   opens the file again with the decompressor it stands in for, skips what it has delivered, and
   goes on from there, so the same error follows. The pages before the block are then kept (as
-  Beam keeps those of a file's earlier 16 MB reads), not only those of Beam's first read.
+  Beam keeps those of a file's earlier 16 MB reads), not only those of Beam's first read;
+- damage between two streams of a multistream file (a corrupt ``BZh`` header, stray bytes):
+  indexed_bzip2 ends quietly after the stream before it. At its end this stream checks that the
+  decoder consumed the whole stored file, and otherwise goes on as after an error.
+
+After a fallback, the stored bytes the slow decompressor reads are not reported to ``on_read``
+(a damaged file's progress stops short of its size).
 
 Where indexed_bzip2 is not installed, ``available()`` is False and callers use Beam's.
 """
@@ -64,13 +70,14 @@ def ends_with_stream_end(stored: BinaryIO) -> bool:
 
 
 class Bzip2Stream(io.RawIOBase):
-    """The decompressed bytes of ``stored`` (a seekable binary stream of a .bz2 file, closed
-    with this stream); ``reopen()`` gives a stream of the same decompressed bytes by the
-    decompressor this one stands in for, used from the first error on."""
+    """The decompressed bytes of ``stored`` (a seekable binary stream of a .bz2 file of ``size``
+    bytes, closed with this stream); ``reopen()`` gives a stream of the same decompressed bytes
+    by the decompressor this one stands in for, used from the first error on."""
 
-    def __init__(self, stored: BinaryIO, reopen: Callable[[], BinaryIO]) -> None:
+    def __init__(self, stored: BinaryIO, size: int, reopen: Callable[[], BinaryIO]) -> None:
         super().__init__()
         self._stored = stored
+        self._size = size
         self._reopen = reopen
         self._delivered = 0
         self._fast = None
@@ -92,11 +99,14 @@ class Bzip2Stream(io.RawIOBase):
         if self._slow is None:
             try:
                 n = self._fast.readinto(buffer)
+                ended_early = not n and (self._fast.tell_compressed() + 7) // 8 < self._size
             except Exception:
                 self._fall_back()
             else:
-                self._delivered += n
-                return n
+                if not ended_early:
+                    self._delivered += n
+                    return n
+                self._fall_back()  # the decoder stopped before the end of the file
         data = self._slow.read(len(buffer))  # Beam's CompressedFile has no readinto
         buffer[: len(data)] = data
         return len(data)
@@ -113,10 +123,12 @@ class Bzip2Stream(io.RawIOBase):
             left -= skipped
 
     def _close_fast(self) -> None:
-        if self._fast is not None:
-            fast, self._fast = self._fast, None
-            fast.close()
-        self._stored.close()
+        try:
+            if self._fast is not None:
+                fast, self._fast = self._fast, None
+                fast.close()
+        finally:
+            self._stored.close()
 
     def close(self) -> None:
         if not self.closed:

@@ -112,12 +112,18 @@ def open_dump(path: str, on_read: OnRead | None = None):
     if not path.endswith(".bz2") or not bzip2_stream.available():
         return open_decompressed(path, on_read)
     stored = FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
-    if not bzip2_stream.ends_with_stream_end(stored):  # cut, or not bzip2: read as before
+    try:
+        size = stored.seek(0, io.SEEK_END)
+        complete = bzip2_stream.ends_with_stream_end(stored)
+    except BaseException:
+        stored.close()
+        raise
+    if not complete:  # cut, or not bzip2: read as before
         stored.close()
         return open_decompressed(path, on_read)
     if on_read is not None:
         stored = io.BufferedReader(_CountingStream(stored, on_read), 1 << 20)
-    return bzip2_stream.Bzip2Stream(stored, lambda: open_decompressed(path))
+    return bzip2_stream.Bzip2Stream(stored, size, lambda: open_decompressed(path))
 
 
 def _truncated(f: WorkUnit, local: Counter[str], error: EOFError, after: str) -> Reject:

@@ -16,7 +16,9 @@ new worker process, before any work starts.
   skipped clients raise those (Cloud Storage retries by its own client's policy).
 - **httplib2** (with pyparsing) is imported lazily (``importlib.util.LazyLoader``): Beam's
   stager imports it for downloading artifacts to stage for a remote runner, which a local job
-  never does; the module runs on its first attribute access.
+  never does; the module runs on its first attribute access (for a ``gs://`` path, while the
+  real Cloud Storage file system is imported, under the lock below: Python 3.11's LazyLoader
+  has no lock of its own).
 - **Google Cloud Storage and Amazon S3** are imported on first use: ``gs://`` and ``s3://``
   paths keep working. A stand-in file system for the scheme takes the real one's place in Beam's
   registry (under the same import path, e.g. ``apache_beam.io.gcp.gcsfilesystem.GCSFileSystem``);

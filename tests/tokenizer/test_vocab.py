@@ -275,6 +275,7 @@ def test_a_local_file_pickles_as_its_path_for_local_workers(tmp_path, monkeypatc
     from tokenizer import vocab as module
 
     monkeypatch.setattr(module, "_pickle_by_path", True)
+    monkeypatch.setattr(module, "_LOCAL_FILES", {})  # this test's files are not remembered after it
     path = tmp_path / "vocab.txt"
     path.write_text("\n".join(BASIC) + "\n")
     monkeypatch.chdir(tmp_path)
@@ -287,6 +288,8 @@ def test_a_local_file_pickles_as_its_path_for_local_workers(tmp_path, monkeypatc
     assert _unpickled_elsewhere(data).startswith(
         f"VocabError vocab {path} changed while the job ran"
     )
+    path.unlink()
+    assert _unpickled_elsewhere(data).startswith(f"VocabError vocab {path} is gone")
 
     from_bytes = Vocab.from_bytes(("\n".join(BASIC) + "\nbytes\n").encode())
     whole = pickle.dumps(from_bytes, protocol=5)
@@ -294,3 +297,23 @@ def test_a_local_file_pickles_as_its_path_for_local_workers(tmp_path, monkeypatc
     assert _unpickled_elsewhere(whole).split()[:2] == [str(len(BASIC) + 1), "8"]
     monkeypatch.setattr(module, "_pickle_by_path", False)
     assert b"cat" in pickle.dumps(vocab, protocol=5)
+
+
+def test_a_vocab_read_from_a_pipe_pickles_its_tokens(tmp_path, monkeypatch):
+    """A worker cannot read a pipe (``--vocab <(gsutil cat ...)``) again: only regular files
+    are pickled as their path."""
+    import pickle
+    import threading
+
+    from tokenizer import vocab as module
+
+    monkeypatch.setattr(module, "_pickle_by_path", True)
+    monkeypatch.setattr(module, "_LOCAL_FILES", {})
+    fifo = tmp_path / "vocab.fifo"
+    os.mkfifo(fifo)
+    content = ("\n".join(BASIC) + "\npiped\n").encode()
+    writer = threading.Thread(target=fifo.write_bytes, args=(content,))
+    writer.start()
+    vocab = Vocab.from_file(str(fifo))
+    writer.join()
+    assert b"piped" in pickle.dumps(vocab, protocol=5) and not module._LOCAL_FILES

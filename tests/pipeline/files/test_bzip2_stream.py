@@ -60,10 +60,14 @@ def test_a_complete_file_ends_with_a_stream_end_and_a_cut_one_does_not(tmp_path)
 def test_dumps_read_as_beams_decompressor_reads_them(tmp_path):
     """The same bytes for whole and multistream files; a cut file, trailing bytes or bytes that
     are not bzip2 are read by Beam's decompressor itself (the same quiet end or error); a corrupt
-    block inside a complete file ends with Beam's error, after the blocks before it."""
+    block inside a complete file, or damage between two streams, ends with Beam's error after
+    every good block before it."""
     data = text()
     whole = bz2.compress(data, compresslevel=1)
     corrupt_late = whole[: len(whole) - 3000] + bytes(100) + whole[len(whole) - 2900 :]
+    second = bz2.compress(b"a second stream of the dump\n" * 50)
+    bad_header = bytearray(whole + second)
+    bad_header[len(whole) + 1] ^= 1  # "BZh" of the second stream damaged
     cases = {
         "whole": (whole, "fast"),
         "streams": (whole + bz2.compress(data[:5000]), "fast"),
@@ -72,6 +76,10 @@ def test_dumps_read_as_beams_decompressor_reads_them(tmp_path):
         "plain": (data[:3000], "slow"),
         "empty": (b"", "slow"),
         "corrupt_late": (corrupt_late, "fast"),
+        # between two streams: indexed_bzip2 would end quietly after the first
+        "stray_byte": (whole + b"\n" + second, "fast"),
+        "stray_zeros": (whole + bytes(4) + second, "fast"),
+        "bad_header": (bytes(bad_header), "fast"),
     }
     for name, (blob, path_taken) in cases.items():
         path = tmp_path / f"{name}.xml.bz2"
@@ -85,9 +93,13 @@ def test_dumps_read_as_beams_decompressor_reads_them(tmp_path):
         if name == "corrupt_late":
             assert error is not None and data.startswith(got)  # the good blocks, then the error
             assert len(got) >= 100_000 and fast.fell_back
+        elif name in ("stray_byte", "stray_zeros", "bad_header"):
+            # the whole first stream (Beam: as much of it as its first read held), then the error
+            assert got == data and error is not None and fast.fell_back, name
         else:
             assert got == expected, name
             assert sum(seen) == len(blob), name  # every stored byte reported, once
+            assert not getattr(fast, "fell_back", False), name
 
 
 def test_without_indexed_bzip2_dumps_are_read_by_beam(tmp_path, monkeypatch):
