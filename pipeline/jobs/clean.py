@@ -16,6 +16,7 @@ read them, and only keys and duplicates are shuffled (``pipeline.steps.clean_sta
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import time
 from collections.abc import Callable
@@ -351,11 +352,15 @@ def run_clean_job(
         FileSystems.join(staging, "rejects-*.jsonl"), FileSystems.join(config.output, REJECTS)
     )
     delete_tree(staging)
-    reconcile_rejects(FileSystems.join(config.output, REJECTS), per_source)
-    files_out = {
-        path.rsplit("/", 1)[-1]: _documents_and_sentences(path)
-        for path in matching_paths(FileSystems.join(config.output, "documents-*.parquet"))
-    }
+    documents_files = matching_paths(FileSystems.join(config.output, "documents-*.parquet"))
+    # the files are read (Arrow, without the GIL) while the rejects are checked (JSON, with it)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
+        counted = pool.map(_documents_and_sentences, documents_files)
+        reconcile_rejects(FileSystems.join(config.output, REJECTS), per_source)
+        files_out = {
+            path.rsplit("/", 1)[-1]: count
+            for path, count in zip(documents_files, counted, strict=True)
+        }
     outputs = {name: documents for name, (documents, _) in sorted(files_out.items())}
     sentences_out = sum(s.get("sentences_out", 0) for s in per_source.values())
     reconcile("documents", documents_out, sum(outputs.values()), CleanReconciliationError)
