@@ -33,6 +33,7 @@ never raises for bad data.
 
 from __future__ import annotations
 
+import functools
 import lzma
 import re
 import zlib
@@ -147,13 +148,16 @@ def _normalize_name(name: str) -> str:
 
 def template_names(text: str) -> set[str]:
     """The normalized names (lower case, ``_`` as space, no ``Template:``) of ``text``'s templates."""
-    names = set()
-    for match in _TEMPLATE_NAME.finditer(_COMMENT.sub("", text)):
-        name = _normalize_name(match.group(1))
-        if name.startswith("template:"):
-            name = name[len("template:") :].strip()
-        names.add(name)
-    return names
+    if "<!--" in text:
+        text = _COMMENT.sub("", text)
+    return {_template_name(match.group(1)) for match in _TEMPLATE_NAME.finditer(text)}
+
+
+@functools.lru_cache(maxsize=8192)
+def _template_name(raw: str) -> str:
+    """A template name as written, normalized (remembered: a page names a few templates often)."""
+    name = _normalize_name(raw)
+    return name[len("template:") :].strip() if name.startswith("template:") else name
 
 
 def is_disambiguation(text: str, templates: Collection[str] = DISAMBIGUATION_TEMPLATES) -> bool:

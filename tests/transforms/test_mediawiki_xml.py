@@ -712,3 +712,24 @@ def test_real_truncated_bz2_file(tmp_path):
     pages = out[:-1]
     assert 0 < len(pages) < len(full) and pages == full[: len(pages)]
     assert stats["truncated_dump"] == 1
+
+
+def test_template_names_equal_the_plain_rule():
+    """``template_names`` skips the comment pass when there is no comment and remembers each
+    name's normalization: the same names as removing comments and normalizing every match."""
+    import random
+
+    from transforms.mediawiki_xml import _COMMENT, _TEMPLATE_NAME, _normalize_name, template_names
+
+    def plain(text: str) -> set[str]:
+        names = set()
+        for match in _TEMPLATE_NAME.finditer(_COMMENT.sub("", text)):
+            name = _normalize_name(match.group(1))
+            names.add(name[len("template:") :].strip() if name.startswith("template:") else name)
+        return names
+
+    pieces = ["{{", "}}", "{", "}", "|", "<!--", "-->", " ", "_", "\n", "Dab", "template:", "x"]
+    rng = random.Random(3)
+    for _ in range(20000):
+        text = "".join(rng.choices(pieces, k=rng.randint(0, 12)))
+        assert template_names(text) == plain(text), repr(text)
