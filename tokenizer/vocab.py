@@ -69,7 +69,7 @@ def _vocab_at(path: str, sha256: str) -> Vocab:
         with open(path, "rb") as f:
             data = f.read()
     except OSError as e:
-        raise VocabError(f"vocab {path} is gone while the job ran: {e}") from e
+        raise VocabError(f"vocab {path} cannot be read again while the job runs: {e}") from e
     digest = hashlib.sha256(data).hexdigest()
     if digest != sha256:
         raise VocabError(
@@ -154,8 +154,9 @@ class Vocab:
             with open(path, "rb") as f:
                 vocab = cls.from_bytes(f.read())
                 regular = stat.S_ISREG(os.fstat(f.fileno()).st_mode)
-            if regular:  # a pipe or /dev/fd/N cannot be read again by a worker
-                _LOCAL_FILES[vocab.sha256] = path
+            real = os.path.realpath(path)  # /dev/stdin, /dev/fd/N: what they point at
+            if regular and not real.startswith(("/dev/", "/proc/")):
+                _LOCAL_FILES[vocab.sha256] = real  # a pipe cannot be read again by a worker
             return vocab
         from smart_open import open as smart_open
 

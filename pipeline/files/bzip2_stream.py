@@ -96,6 +96,8 @@ class Bzip2Stream(io.RawIOBase):
         return True
 
     def readinto(self, buffer) -> int:
+        if not len(buffer):
+            return 0  # not the end of the data: nothing was asked for
         if self._slow is None:
             try:
                 n = self._fast.readinto(buffer)

@@ -353,7 +353,7 @@ def run_clean_job(
     )
     delete_tree(staging)
     documents_files = matching_paths(FileSystems.join(config.output, "documents-*.parquet"))
-    # the files are read (Arrow, without the GIL) while the rejects are checked (JSON, with it)
+    # the files are decoded (by Arrow, mostly without the GIL) while the rejects are checked
     with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
         counted = pool.map(_documents_and_sentences, documents_files)
         reconcile_rejects(FileSystems.join(config.output, REJECTS), per_source)

@@ -279,7 +279,9 @@ def test_a_local_file_pickles_as_its_path_for_local_workers(tmp_path, monkeypatc
     path = tmp_path / "vocab.txt"
     path.write_text("\n".join(BASIC) + "\n")
     monkeypatch.chdir(tmp_path)
-    vocab = Vocab.from_file("vocab.txt")  # relative: pickled as the absolute path
+    (tmp_path / "link.txt").symlink_to(path)
+    vocab = Vocab.from_file("link.txt")  # relative, a link: pickled as the real absolute path
+    path = Path(os.path.realpath(path))
     data = pickle.dumps(vocab, protocol=5)
     assert b"cat" not in data and str(path).encode() in data and len(data) < 400
     assert pickle.loads(data) is vocab
@@ -289,7 +291,7 @@ def test_a_local_file_pickles_as_its_path_for_local_workers(tmp_path, monkeypatc
         f"VocabError vocab {path} changed while the job ran"
     )
     path.unlink()
-    assert _unpickled_elsewhere(data).startswith(f"VocabError vocab {path} is gone")
+    assert _unpickled_elsewhere(data).startswith(f"VocabError vocab {path} cannot be read again")
 
     from_bytes = Vocab.from_bytes(("\n".join(BASIC) + "\nbytes\n").encode())
     whole = pickle.dumps(from_bytes, protocol=5)

@@ -87,6 +87,7 @@ def test_dumps_read_as_beams_decompressor_reads_them(tmp_path):
         seen: list[int] = []
         fast = open_dump(str(path), seen.append)
         assert isinstance(fast, Bzip2Stream) is (path_taken == "fast"), name
+        assert fast.read(0) == b""  # asks for nothing: not an end of the data
         got, error = drained(fast)
         expected, expected_error = drained(open_decompressed(str(path)))
         assert error == expected_error, name
