@@ -44,18 +44,18 @@ _PARSED_LIMIT = 4
 _PARSED_LOCK = threading.Lock()
 """Guards ``_PARSED``: a worker process runs bundles, and so loads vocabs, on several threads."""
 _LOCAL_FILES: dict[str, str] = {}
-"""digest → the absolute path of a plain local file this process read those bytes from."""
+"""digest → the real path of a regular local file this process read those bytes from."""
 _pickle_by_path = False
 """See ``pickle_by_path``."""
 
 
 def pickle_by_path(enabled: bool) -> None:
-    """With ``enabled``, a Vocab read from a plain local file pickles as that file's path and
+    """With ``enabled``, a Vocab read from a regular local file pickles as that file's path and
     digest (~100 bytes) instead of its tokens (~290 kB; Beam compresses every DoFn pickle with
     bz2, ~30 ms per dump or load, and a worker loads each DoFn once per bundle processor). Only
     for workers that read the same files as this process: Beam's local runners. Unpickled, the
     vocab is the process's already parsed one of that digest, or the file read and parsed once;
-    a file whose bytes have changed since is a ``VocabError``."""
+    a file changed or gone since is a ``VocabError``."""
     global _pickle_by_path
     _pickle_by_path = enabled
 
@@ -75,7 +75,7 @@ def _vocab_at(path: str, sha256: str) -> Vocab:
         raise VocabError(
             f"vocab {path} changed while the job ran: sha256 {digest}, the job started with {sha256}"
         )
-    return Vocab.from_bytes(data)
+    return Vocab._remembered(data, digest)
 
 
 def _vocab_of(tokens: tuple[str, ...], sha256: str) -> Vocab:
@@ -83,11 +83,7 @@ def _vocab_of(tokens: tuple[str, ...], sha256: str) -> Vocab:
     known = _PARSED.get(sha256)
     if known is not None:
         return known
-    vocab = object.__new__(Vocab)
-    object.__setattr__(vocab, "tokens", tokens)
-    object.__setattr__(vocab, "sha256", sha256)
-    object.__setattr__(vocab, "token_to_id", _first_ids(tokens))
-    return vocab
+    return Vocab(tokens=tokens, sha256=sha256, token_to_id=_first_ids(tokens))
 
 
 @dataclass(frozen=True)
@@ -108,7 +104,11 @@ class Vocab:
         The same bytes give the same (immutable, shared) Vocab: a process remembers the last
         few it parsed by digest, so the stages of one ``bertprep run`` that each load the vocab
         parse it once."""
-        digest = hashlib.sha256(data).hexdigest()
+        return cls._remembered(data, hashlib.sha256(data).hexdigest())
+
+    @classmethod
+    def _remembered(cls, data: bytes, digest: str) -> Vocab:
+        """``from_bytes`` for ``data`` whose sha256 is ``digest``."""
         known = _PARSED.get(digest)
         if known is not None:
             return known

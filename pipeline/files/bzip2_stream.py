@@ -35,10 +35,6 @@ try:
 except ImportError:  # pragma: no cover - the lock installs it; callers fall back
     indexed_bzip2 = None
 
-SKIP_BYTES = 1 << 20
-"""Bytes read at a time while the fallback skips what was delivered."""
-
-
 _STREAM_END = 0x177245385090
 """The 48-bit magic of a bzip2 end-of-stream marker; a 32-bit CRC and zero padding to a byte
 boundary follow it."""
@@ -72,7 +68,8 @@ def ends_with_stream_end(stored: BinaryIO) -> bool:
 class Bzip2Stream(io.RawIOBase):
     """The decompressed bytes of ``stored`` (a seekable binary stream of a .bz2 file of ``size``
     bytes, closed with this stream); ``reopen()`` gives a stream of the same decompressed bytes
-    by the decompressor this one stands in for, used from the first error on."""
+    by the decompressor this one stands in for (seekable forward, as Beam's ``CompressedFile``),
+    used from the first error on."""
 
     def __init__(self, stored: BinaryIO, size: int, reopen: Callable[[], BinaryIO]) -> None:
         super().__init__()
@@ -115,14 +112,9 @@ class Bzip2Stream(io.RawIOBase):
 
     def _fall_back(self) -> None:
         self._close_fast()
-        slow = self._reopen()
-        self._slow = slow
-        left = self._delivered
-        while left:
-            skipped = len(slow.read(min(left, SKIP_BYTES)))
-            if not skipped:  # the slow decompressor ends before: so does this stream
-                break
-            left -= skipped
+        self._slow = self._reopen()
+        # Beam's CompressedFile seeks forward by reading; past its end it stops there
+        self._slow.seek(self._delivered)
 
     def _close_fast(self) -> None:
         try:

@@ -149,8 +149,7 @@ def make_pipeline_options(beam_args: list[str]) -> PipelineOptions:
     if not os.environ.get("BERTPREP_PIPELINE_TYPE_CHECK"):
         options.view_as(TypeOptions).pipeline_type_check = False
     runner = options.view_as(StandardOptions).runner or "DirectRunner"
-    # workers on this machine read a local vocab file themselves (tokenizer.vocab.pickle_by_path)
-    pickle_by_path(runner in ("DirectRunner", "direct"))
+    pickle_by_path(False)  # a vocab's tokens travel in its DoFns, unless the local runner runs them
     if runner.rsplit(".", 1)[-1].lower() == "daskrunner":
         from pipeline.runtime.dask_runner import RUNNER as DASK_RUNNER
 
@@ -173,6 +172,7 @@ def make_pipeline_options(beam_args: list[str]) -> PipelineOptions:
             from pipeline.runtime.local_runner import RUNNER, start_zygote
 
             options.view_as(StandardOptions).runner = RUNNER
+            pickle_by_path(True)  # its workers read a local vocab file themselves
             if direct.direct_running_mode == "multi_processing" and direct.direct_num_workers > 1:
                 start_zygote()  # its imports overlap the launcher's own start
     return options

@@ -55,6 +55,8 @@ SKIPPED = (
 WORKER_DATAFLOW_CLIENT_ENV = "BERTPREP_WORKER_DATAFLOW_CLIENT"
 """``1``: a worker keeps the Dataflow API client (Beam imports it when installed)."""
 DATAFLOW_CLIENT = ("google.cloud.dataflow", "google.cloud.dataflow_v1beta3", "apitools")
+"""Refused unless ``dataflow_client``: the Dataflow API client, and apitools (the older Google API
+client the Dataflow runner and BigQuery use)."""
 LAZY = ("httplib2",)
 """Modules whose code runs on their first attribute access, not at their import."""
 DEFERRED_FILESYSTEMS = {
