@@ -19,6 +19,9 @@ new worker process, before any work starts.
   never does; the module runs on its first attribute access (for a ``gs://`` path, while the
   real Cloud Storage file system is imported, under the lock below: Python 3.11's LazyLoader
   has no lock of its own).
+- **beartype** (~0.1 s), which only Beam's type-hint module imports, and which it calls only to
+  compare two plain classes: that module runs with beartype stood in for, and the real one is
+  imported on the first such comparison (``pipeline.runtime.deferred_beartype``).
 - **Google Cloud Storage and Amazon S3** are imported on first use: ``gs://`` and ``s3://``
   paths keep working. A stand-in file system for the scheme takes the real one's place in Beam's
   registry (under the same import path, e.g. ``apache_beam.io.gcp.gcsfilesystem.GCSFileSystem``);
@@ -41,6 +44,8 @@ import os
 import sys
 import threading
 from types import ModuleType
+
+from pipeline.runtime import deferred_beartype
 
 ALL_CLIENTS_ENV = "BERTPREP_ALL_CLIENTS"
 """``1``: import every client Beam imports (this module does nothing)."""
@@ -87,6 +92,11 @@ class _Finder(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
         if _matches(name, self.refused):
             raise ModuleNotFoundError(f"{name} is not loaded by bertprep (lean_imports)", name=name)
+        if name == deferred_beartype.IMPORTER and "beartype" not in sys.modules:
+            spec = importlib.machinery.PathFinder.find_spec(name, path)
+            if spec is not None and spec.loader is not None:
+                spec.loader = deferred_beartype.ImportWithoutBeartype(spec.loader)
+            return spec
         if name in LAZY:
             spec = importlib.machinery.PathFinder.find_spec(name, path)
             if spec is not None and spec.loader is not None:
