@@ -194,10 +194,11 @@ def build_pipeline(
     elements = [(i, kind, u) for i, (kind, u) in enumerate(units)]
     reader = SourceReader(config.text_field, config.title_field, config.keep_disambiguation)
     settings = FinishSettings(config.output, config.max_sentence_chars, config.export_text)
-    tables = p | "PunktTables" >> beam.Create([pretrained]) if pretrained is not None else None
     # Nothing to drop and nothing to train: every unit's documents are finished where they are
-    # read, and the job is one stage.
-    finish_at_once = config.dedup == "none" and tables is not None
+    # read, and the job is one stage. Pretrained tables travel inside the DoFn that splits with
+    # them (pickled once by the launcher); a Create side input would pickle them four times there
+    # and once more in a worker (~30 ms each, most of it Beam's bz2).
+    finish_at_once = config.dedup == "none" and pretrained is not None
     stage = StageDocumentsFn(
         reader,
         staging,
@@ -208,18 +209,17 @@ def build_pipeline(
         config.chunk_bytes,
         ProgressReporter(progress_dir(config.output)),
         finish=settings if finish_at_once else None,
+        tables=pretrained if finish_at_once else None,
     )
-    side = {"tables": beam.pvalue.AsSingleton(tables)} if finish_at_once else {}
     staged = (
         p
         | "ListUnits" >> beam.Create(elements, reshuffle=False)
         | "SpreadUnits" >> beam.Reshuffle()
-        | "Stage"
-        >> beam.ParDo(stage, **side).with_outputs(EXACT_TAG, BANDS_TAG, STATS_TAG, main="chunks")
+        | "Stage" >> beam.ParDo(stage).with_outputs(EXACT_TAG, BANDS_TAG, STATS_TAG, main="chunks")
     )
     stats_parts = [staged[STATS_TAG]]
     if not finish_at_once:
-        stats_parts += _finish_staged(p, config, staging, staged, tables, settings)
+        stats_parts += _finish_staged(p, config, staging, staged, pretrained, settings)
     (
         stats_parts
         | "AllStats" >> beam.Flatten()
@@ -228,10 +228,10 @@ def build_pipeline(
 
 
 def _finish_staged(
-    p, config: CleanJobConfig, staging: str, staged, tables, settings: FinishSettings
+    p, config: CleanJobConfig, staging: str, staged, pretrained, settings: FinishSettings
 ) -> list:
-    """Dedup over the staged chunks, the splitter's training when there are no pretrained
-    ``tables`` (None), and the finished documents; returns their stats outputs."""
+    """Dedup over the staged chunks, the splitter's training when there are no ``pretrained``
+    tables (None), and the finished documents; returns their stats outputs."""
     stats_parts = []
     drop_parts = []
     if config.dedup in ("exact", "near"):
@@ -267,18 +267,22 @@ def _finish_staged(
         "drops": drops | "DropKey" >> beam.Map(lambda d: (chunk_of(d[0]), row_of(d[0]))),
     } | "JoinDrops" >> beam.CoGroupByKey()
 
-    if tables is None:
+    finish = FinishChunkFn(
+        staging, settings.output, settings.max_sentence_chars, settings.export_text, pretrained
+    )
+    side = {}
+    if pretrained is None:
         limit = config.punkt_sample_documents
-        tables = (
+        trained = (
             joined
             | "PunktCandidates" >> beam.FlatMap(punkt_sample_candidates, limit)
             | "PunktSample" >> beam.combiners.Top.Smallest(limit, key=lambda kv: kv[0])
             | "TrainPunkt" >> beam.Map(train_punkt, staging, config.output)
         )
-    finished = joined | "Sentences" >> beam.ParDo(
-        FinishChunkFn(staging, settings.output, settings.max_sentence_chars, settings.export_text),
-        tables=beam.pvalue.AsSingleton(tables),
-    ).with_outputs(STATS_TAG, main="none")
+        side["tables"] = beam.pvalue.AsSingleton(trained)
+    finished = joined | "Sentences" >> beam.ParDo(finish, **side).with_outputs(
+        STATS_TAG, main="none"
+    )
     stats_parts.append(finished[STATS_TAG])
     return stats_parts
 

@@ -41,6 +41,7 @@ from pipeline.files.source_readers import OnRead, SourceReader, WorkUnit
 from pipeline.runtime.counters import CountingDoFn
 from pipeline.runtime.progress import ProgressReporter
 from transforms import duplicate_keys as dk
+from transforms.punkt_tables import PunktTables
 from transforms.rejects import Reject
 from transforms.seeding import stable_hasher
 
@@ -116,11 +117,15 @@ class StageDocumentsFn(CountingDoFn):
         chunk_bytes: int,
         progress: ProgressReporter | None = None,
         finish: FinishSettings | None = None,
+        tables: PunktTables | None = None,
     ) -> None:
-        if finish is not None and (dedup != "none" or sample_punkt_seed is not None):
-            raise ValueError("finish needs dedup none and a pretrained sentence splitter")
+        if finish is not None and (
+            dedup != "none" or sample_punkt_seed is not None or tables is None
+        ):
+            raise ValueError("finish needs dedup none and a pretrained sentence splitter's tables")
         self._reader = reader
         self._finish = finish
+        self._tables = tables
         self._splitter = None
         self.progress = progress
         self._staging = staging
@@ -130,13 +135,14 @@ class StageDocumentsFn(CountingDoFn):
         self._chunk_documents = min(chunk_documents, dk.MAX_ROWS_PER_CHUNK + 1)
         self._chunk_bytes = chunk_bytes
 
-    def process(self, element: tuple[int, str, WorkUnit], tables=None):
-        """``tables``: the PunktTables side input, given with ``finish`` only."""
+    def process(self, element: tuple[int, str, WorkUnit]):
         unit_index, kind, unit = element
         local: Counter[str] = Counter()
         rejects = RejectsPart(FileSystems.join(self._staging, f"rejects-0-{unit_index:05d}.jsonl"))
         if self._finish is not None:
-            self._splitter = _splitter(self._splitter, tables, self._finish.max_sentence_chars)
+            self._splitter = _splitter(
+                self._splitter, self._tables, self._finish.max_sentence_chars
+            )
         chunk: _ChunkWriter | _FinishedChunk | None = None
         number = 0
         on_read = self.progress.add if self.progress is not None else None
@@ -533,12 +539,22 @@ class FinishChunkFn(CountingDoFn):
     """((unit, chunk), {chunk, drops}) → the chunk's surviving documents split into sentences,
     written to ``documents-UUUUU-CCCC.parquet`` (and the BERT text export); emits counts."""
 
-    def __init__(self, staging: str, output: str, max_sentence_chars: int, export_text: bool):
+    def __init__(
+        self,
+        staging: str,
+        output: str,
+        max_sentence_chars: int,
+        export_text: bool,
+        tables: PunktTables | None = None,
+    ):
         self._staging = staging
         self._settings = FinishSettings(output, max_sentence_chars, export_text)
+        self._tables = tables
         self._splitter = None
 
-    def process(self, element, tables):
+    def process(self, element, tables=None):
+        """``tables``: the PunktTables side input, when none were given to the constructor."""
+        tables = self._tables if self._tables is not None else tables
         self._splitter = _splitter(self._splitter, tables, self._settings.max_sentence_chars)
         (unit, chunk), grouped = element
         (staged,) = grouped["chunk"]

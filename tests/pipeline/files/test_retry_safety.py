@@ -394,10 +394,18 @@ CASES = [
             24,
             16 << 20,
             finish=clean_stages.FinishSettings(str(work), 2000, True),
+            tables=up.tables,
         ),
         lambda up: [max(up.units, key=lambda e: Path(e[2].path).stat().st_size), up.units[-1]],
         matcher("documents-*.parquet", "text/part-*.txt", "rejects-*.jsonl"),
-        side=lambda up: (up.tables,),
+    ),
+    Case(
+        "clean_stages.FinishChunkFn, pretrained tables given to it",
+        lambda up, work: clean_stages.FinishChunkFn(
+            str(up.staging), str(work), 2000, True, up.tables
+        ),
+        lambda up: sorted(up.joined.items())[-2:],
+        matcher("documents-*.parquet", "text/part-*.txt"),
     ),
     Case(
         "clean_stages.ExactDuplicatesFn",

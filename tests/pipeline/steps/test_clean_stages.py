@@ -146,17 +146,25 @@ def test_finishing_while_staging_writes_what_staging_then_finishing_writes(tmp_p
     staged = StageDocumentsFn(reader, str(staging), 5, "none", None, 3, 1 << 20)
     chunks, staged_tags = run_fn(staged, ((2, "jsonl", unit),))
     finished_stats: Counter[str] = Counter(staged_tags["stats"][0])
-    for chunk in chunks:
-        element = ((chunk.key, {"chunk": [chunk], "drops": []}), tables)
-        _, tags = run_fn(FinishChunkFn(str(staging), str(staged_out), 40, True), element)
+    for number, chunk in enumerate(chunks):  # tables as a side input, or given to the DoFn
+        grouped = (chunk.key, {"chunk": [chunk], "drops": []})
+        if number % 2:
+            finish, element = (
+                FinishChunkFn(str(staging), str(staged_out), 40, True, tables),
+                (grouped,),
+            )
+        else:
+            finish = FinishChunkFn(str(staging), str(staged_out), 40, True)
+            element = (grouped, tables)
+        _, tags = run_fn(finish, element)
         finished_stats.update(tags["stats"][0])
 
     direct_out, direct_staging = tmp_path / "direct", tmp_path / "direct-staging"
     settings = FinishSettings(str(direct_out), 40, True)
     direct = StageDocumentsFn(
-        reader, str(direct_staging), 5, "none", None, 3, 1 << 20, None, settings
+        reader, str(direct_staging), 5, "none", None, 3, 1 << 20, None, settings, tables
     )
-    main, tags = run_fn(direct, ((2, "jsonl", unit), tables))
+    main, tags = run_fn(direct, ((2, "jsonl", unit),))
     assert main == [] and set(tags) == {"stats"}
 
     def files(root: Path) -> dict[str, bytes]:
@@ -231,3 +239,21 @@ def test_output_does_not_depend_on_where_the_corpus_lies(tmp_path, monkeypatch):
         "part-1.jsonl": 4,
         "part-2.jsonl": 4,
     }
+
+
+@pytest.mark.parametrize(
+    "dedup, seed, has_tables", [("none", None, False), ("near", None, True), ("none", 7, True)]
+)
+def test_finishing_while_staging_needs_no_dedup_and_pretrained_tables(
+    tmp_path, dedup, seed, has_tables
+):
+    from transforms.sentences import PunktTables, train_punkt_parameters
+
+    tables = PunktTables.from_parameters(train_punkt_parameters([SENTENCE.format(i=1)] * 50))
+    settings = FinishSettings(str(tmp_path / "out"), 40, True)
+    reader = SourceReader("text", "title", False)
+    with pytest.raises(ValueError, match="pretrained sentence splitter"):
+        StageDocumentsFn(
+            reader, str(tmp_path), 5, dedup, seed, 3, 1 << 20, None, settings,
+            tables if has_tables else None,
+        )  # fmt: skip
