@@ -22,9 +22,6 @@ new worker process, before any work starts.
 - **beartype** (~0.1 s), which only Beam's type-hint module imports, and which it calls only to
   compare two plain classes: that module runs with beartype stood in for, and the real one is
   imported on the first such comparison (``pipeline.runtime.deferred_beartype``).
-- **NLTK's package ``__init__``** (~0.15 s: it imports nearly all of NLTK, where the sentence
-  splitter needs Punkt alone): ``nltk`` and ``nltk.tokenize`` run their ``__init__`` code only when
-  a name is asked of the package itself (``pipeline.runtime.deferred_package_init``).
 - **Google Cloud Storage and Amazon S3** are imported on first use: ``gs://`` and ``s3://``
   paths keep working. A stand-in file system for the scheme takes the real one's place in Beam's
   registry (under the same import path, e.g. ``apache_beam.io.gcp.gcsfilesystem.GCSFileSystem``);
@@ -49,7 +46,6 @@ import threading
 from types import ModuleType
 
 from pipeline.runtime import deferred_beartype
-from pipeline.runtime.deferred_package_init import DeferredInitLoader
 
 ALL_CLIENTS_ENV = "BERTPREP_ALL_CLIENTS"
 """``1``: import every client Beam imports (this module does nothing)."""
@@ -66,9 +62,6 @@ WORKER_DATAFLOW_CLIENT_ENV = "BERTPREP_WORKER_DATAFLOW_CLIENT"
 DATAFLOW_CLIENT = ("google.cloud.dataflow", "google.cloud.dataflow_v1beta3", "apitools")
 """Refused unless ``dataflow_client``: the Dataflow API client, and apitools (the older Google API
 client the Dataflow runner and BigQuery use)."""
-DEFERRED_INIT = ("nltk", "nltk.tokenize")
-"""Packages whose ``__init__`` runs on the first name asked of the package itself, not when a
-submodule is imported (``pipeline.runtime.deferred_package_init``)."""
 LAZY = ("httplib2",)
 """Modules whose code runs on their first attribute access, not at their import."""
 DEFERRED_FILESYSTEMS = {
@@ -103,11 +96,6 @@ class _Finder(importlib.abc.MetaPathFinder):
             spec = importlib.machinery.PathFinder.find_spec(name, path)
             if spec is not None and spec.loader is not None:
                 spec.loader = deferred_beartype.ImportWithoutBeartype(spec.loader)
-            return spec
-        if name in DEFERRED_INIT and name not in sys.modules:
-            spec = importlib.machinery.PathFinder.find_spec(name, path)
-            if spec is not None and spec.loader is not None:
-                spec.loader = DeferredInitLoader(spec.loader)
             return spec
         if name in LAZY:
             spec = importlib.machinery.PathFinder.find_spec(name, path)
