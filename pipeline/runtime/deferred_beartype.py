@@ -21,6 +21,7 @@ Beam's runs) is the real module's attribute, imported then.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.abc
 import sys
@@ -40,8 +41,11 @@ class BeartypeDoorException(Exception):
 def _real(name: str) -> ModuleType:
     """The real module ``name`` (stand-ins left in ``sys.modules`` are dropped first)."""
     for stand_in in STAND_IN_NAMES:
-        if getattr(sys.modules.get(stand_in), "_bertprep_stand_in", False):
-            del sys.modules[stand_in]
+        module = sys.modules.get(stand_in)
+        if getattr(module, "_bertprep_stand_in", False):
+            with contextlib.suppress(KeyError):  # another thread may have dropped it
+                if sys.modules[stand_in] is module:
+                    del sys.modules[stand_in]
     return importlib.import_module(name)
 
 

@@ -555,6 +555,8 @@ class FinishChunkFn(CountingDoFn):
     def process(self, element, tables=None):
         """``tables``: the PunktTables side input, when none were given to the constructor."""
         tables = self._tables if self._tables is not None else tables
+        if tables is None:
+            raise ValueError("FinishChunkFn needs Punkt tables: given to it, or as a side input")
         self._splitter = _splitter(self._splitter, tables, self._settings.max_sentence_chars)
         (unit, chunk), grouped = element
         (staged,) = grouped["chunk"]

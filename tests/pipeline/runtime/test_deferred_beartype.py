@@ -81,7 +81,7 @@ def test_stand_ins_leave_sys_modules_once_the_module_has_run(tmp_path):
         "from beartype.roar import BeartypeDoorException\n"
         "import beartype\n"
         "SEEN = type(sys.modules['beartype']).__name__\n"
-        "VERSION = beartype.__version__\n"
+        "STAND_IN = beartype\n"
     )
     import importlib.util
 
@@ -94,11 +94,13 @@ def test_stand_ins_leave_sys_modules_once_the_module_has_run(tmp_path):
         assert module.SEEN == "_StandInModule"
         assert module.is_subhint is deferred_beartype.is_subhint
         assert module.BeartypeDoorException is deferred_beartype.BeartypeDoorException
-        assert isinstance(module.VERSION, str)  # asked of the stand-in: the real attribute
-        assert not any(
+        assert not any(  # the loader took them out
             getattr(sys.modules.get(n), "_bertprep_stand_in", False)
             for n in deferred_beartype.STAND_IN_NAMES
         )
+        assert not any(n.split(".")[0] == "beartype" for n in sys.modules)  # nothing real yet
+        assert isinstance(module.STAND_IN.__version__, str)  # asked of it: the real attribute
+        assert "beartype" in sys.modules and sys.modules["beartype"] is not module.STAND_IN
     finally:
         for name in [n for n in sys.modules if n.split(".")[0] == "beartype"]:
             del sys.modules[name]

@@ -257,3 +257,9 @@ def test_finishing_while_staging_needs_no_dedup_and_pretrained_tables(
             reader, str(tmp_path), 5, dedup, seed, 3, 1 << 20, None, settings,
             tables if has_tables else None,
         )  # fmt: skip
+
+
+def test_finishing_a_chunk_without_tables_is_a_clear_error(tmp_path):
+    finish = FinishChunkFn(str(tmp_path / "staging"), str(tmp_path / "out"), 40, True)
+    with pytest.raises(ValueError, match="needs Punkt tables"):
+        list(finish.process(((0, 0), {"chunk": [], "drops": []})))
