@@ -176,9 +176,11 @@ _LETTER = re.compile(r"[^\W\d_]")
 _BRACKET_TIDY = re.compile(r"[(\[][-–—,;:\s)\]]|[,;:\s][)\]]")
 
 
+@functools.lru_cache(maxsize=8192)
 def _normalized_template_name(raw: str) -> str:
     """A template's name as :data:`INLINE_TEMPLATES` keys it: no comments or cut marks, lower
-    case, ``_`` as a space, whitespace runs as one space, no ``Template:`` prefix."""
+    case, ``_`` as a space, whitespace runs as one space, no ``Template:`` prefix. Remembered: a
+    page names the same few templates many times (~10 uses per distinct name)."""
     name = _COMMENT.sub("", raw).replace("_", " ")
     if "\x03" in name or "\x04" in name:
         name = _MARKS.sub("", name)
@@ -372,8 +374,8 @@ def _balanced(text: str, pattern: re.Pattern[str], opener: str) -> Iterator[tupl
 
 @functools.lru_cache(maxsize=8192)
 def is_inline_template(name: str) -> bool:
-    """Whether the template ``name`` (as written) renders text in running prose. Remembered:
-    a page names the same few templates many times (~10 uses per distinct name)."""
+    """Whether the template ``name`` (as written) renders text in running prose (remembered,
+    as its normalized name is)."""
     name = _normalized_template_name(name)
     return (
         name in INLINE_TEMPLATES
@@ -508,22 +510,33 @@ def _needs_parser(text: str) -> bool:
     )
 
 
-_FREE_LINK_SCHEME = re.compile(
-    r"\b(?:bitcoin|geo|magnet|mailto|news|sips?|sms|tel|urn|xmpp):", re.I
+_FREE_LINK_SCHEMES = (
+    "bitcoin",
+    "geo",
+    "magnet",
+    "mailto",
+    "news",
+    "sips?",
+    "sms",
+    "tel",
+    "urn",
+    "xmpp",
 )
-_FREE_LINK_SCHEME_LENGTHS = (3, 4, 6, 7)
-"""The lengths of the schemes ``_FREE_LINK_SCHEME`` names (``geo``, ``news``, ``magnet``, ...)."""
+"""URI schemes that MediaWiki links without brackets (regex alternatives)."""
+_FREE_LINK_SCHEME = re.compile(rf"\b(?:{'|'.join(_FREE_LINK_SCHEMES)}):", re.I)
+_SCHEME_BEFORE_COLON = re.compile(rf"\b(?:{'|'.join(_FREE_LINK_SCHEMES)})\Z", re.I)
+"""A scheme ending where a search's ``endpos`` is (at a colon)."""
+_LONGEST_SCHEME = max(len(s.rstrip("?")) for s in _FREE_LINK_SCHEMES)
 
 
 def _has_free_link(text: str) -> bool:
-    """``_FREE_LINK_SCHEME.search(text)``, tried only where a scheme would end: before each
-    ``:``, at each scheme length (a match there sees the characters before it for ``\\b``,
-    as in a search). A page's text has few colons; the search tried every position."""
+    """``_FREE_LINK_SCHEME.search(text)``, tried only just before each ``:`` (a search from a
+    position sees the characters before it for ``\\b``, as a whole-text search does). A page's
+    text has few colons; the whole-text search tried every position."""
     colon = text.find(":")
     while colon >= 0:
-        for length in _FREE_LINK_SCHEME_LENGTHS:
-            if length <= colon and _FREE_LINK_SCHEME.match(text, colon - length):
-                return True
+        if _SCHEME_BEFORE_COLON.search(text, max(0, colon - _LONGEST_SCHEME), colon):
+            return True
         colon = text.find(":", colon + 1)
     return False
 
@@ -764,7 +777,7 @@ def _is_dropped_line(line: str, stripped: str) -> bool:
         line.startswith(_DROPPED_LINE_STARTS)
         or _DROP in line
         or (len(stripped) > 1 and stripped[0] == "=" and stripped[-1] == "=")
-        or ("\x01" in line and _NS_LINKS_ONLY.fullmatch(line) is not None)
+        or (_NS_LINK_OPEN in line and _NS_LINKS_ONLY.fullmatch(line) is not None)
     )
 
 

@@ -81,6 +81,13 @@ def _size(path: str) -> int:
     return FileSystems.match([path])[0].metadata_list[0].size_in_bytes
 
 
+def _counted(stored, on_read: OnRead | None):
+    """``stored`` with every byte read from it reported to ``on_read`` (as is, without one)."""
+    if on_read is None:
+        return stored
+    return io.BufferedReader(_CountingStream(stored, on_read), 1 << 20)
+
+
 def open_decompressed(path: str, on_read: OnRead | None = None, whole: bool = False):
     """A binary stream of the decompressed file (.bz2, .gz by Beam; .xz by lzma); ``on_read``
     hears of the stored bytes as they are read.
@@ -88,9 +95,7 @@ def open_decompressed(path: str, on_read: OnRead | None = None, whole: bool = Fa
     ``whole``: .gz and .bz2 are read by Python's ``gzip``/``bz2`` instead, which (like ``lzma``)
     raise EOFError when the compressed data ends before its end-of-stream marker: a cut file is
     then told apart from a complete one (Beam's decompressor just stops)."""
-    raw = FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
-    if on_read is not None:
-        raw = io.BufferedReader(_CountingStream(raw, on_read), 1 << 20)
+    raw = _counted(FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED), on_read)
     if path.endswith(".xz"):
         return lzma.open(raw)
     compression = CompressionTypes.detect_compression_type(path)
@@ -121,9 +126,9 @@ def open_dump(path: str, on_read: OnRead | None = None):
     if not complete:  # cut, or not bzip2: read as before
         stored.close()
         return open_decompressed(path, on_read)
-    if on_read is not None:
-        stored = io.BufferedReader(_CountingStream(stored, on_read), 1 << 20)
-    return bzip2_stream.Bzip2Stream(stored, size, lambda: open_decompressed(path))
+    return bzip2_stream.Bzip2Stream(
+        _counted(stored, on_read), size, lambda: open_decompressed(path)
+    )
 
 
 def _truncated(f: WorkUnit, local: Counter[str], error: EOFError, after: str) -> Reject:

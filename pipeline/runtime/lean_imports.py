@@ -64,6 +64,13 @@ DATAFLOW_CLIENT = ("google.cloud.dataflow", "google.cloud.dataflow_v1beta3", "ap
 client the Dataflow runner and BigQuery use)."""
 LAZY = ("httplib2",)
 """Modules whose code runs on their first attribute access, not at their import."""
+_WRAPPED_LOADERS = {
+    **{name: importlib.util.LazyLoader for name in LAZY},
+    deferred_beartype.IMPORTER: deferred_beartype.ImportWithoutBeartype,
+}
+"""Modules loaded by a wrapper around their own loader: ``LAZY``'s run on first use; Beam's
+type-hint module runs with beartype stood in for (the wrapper runs it as it is when beartype is
+imported already)."""
 DEFERRED_FILESYSTEMS = {
     "apache_beam.io.gcp.gcsfilesystem": ("GCSFileSystem", "gs"),
     "apache_beam.io.aws.s3filesystem": ("S3FileSystem", "s3"),
@@ -92,15 +99,11 @@ class _Finder(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
         if _matches(name, self.refused):
             raise ModuleNotFoundError(f"{name} is not loaded by bertprep (lean_imports)", name=name)
-        if name == deferred_beartype.IMPORTER and "beartype" not in sys.modules:
+        wrap = _WRAPPED_LOADERS.get(name)
+        if wrap is not None:
             spec = importlib.machinery.PathFinder.find_spec(name, path)
             if spec is not None and spec.loader is not None:
-                spec.loader = deferred_beartype.ImportWithoutBeartype(spec.loader)
-            return spec
-        if name in LAZY:
-            spec = importlib.machinery.PathFinder.find_spec(name, path)
-            if spec is not None and spec.loader is not None:
-                spec.loader = importlib.util.LazyLoader(spec.loader)
+                spec.loader = wrap(spec.loader)
             return spec
         if name in DEFERRED_FILESYSTEMS and name not in self.real_wanted:
             required = _REQUIRED.get(name)

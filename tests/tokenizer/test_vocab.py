@@ -265,17 +265,25 @@ def _unpickled_elsewhere(data: bytes) -> str:
     return done.stdout.decode().strip()
 
 
-def test_a_local_file_pickles_as_its_path_for_local_workers(tmp_path, monkeypatch):
+@pytest.fixture
+def vocab_by_path(monkeypatch):
+    """``tokenizer.vocab`` with ``pickle_by_path`` on and a path memo of the test's own (its files
+    are not remembered after it)."""
+    from tokenizer import vocab as module
+
+    monkeypatch.setattr(module, "_pickle_by_path", True)
+    monkeypatch.setattr(module, "_LOCAL_FILES", {})
+    return module
+
+
+def test_a_local_file_pickles_as_its_path_for_local_workers(tmp_path, monkeypatch, vocab_by_path):
     """``pickle_by_path``: a vocab read from a plain local file pickles as its path and digest;
     a process that has parsed it gets its own object back, a new one reads the file, and a file
     changed since is an error, not another vocabulary. Vocabs not read from a local file, and
     every vocab without the switch, pickle their tokens."""
     import pickle
 
-    from tokenizer import vocab as module
-
-    monkeypatch.setattr(module, "_pickle_by_path", True)
-    monkeypatch.setattr(module, "_LOCAL_FILES", {})  # this test's files are not remembered after it
+    module = vocab_by_path
     path = tmp_path / "vocab.txt"
     path.write_text("\n".join(BASIC) + "\n")
     monkeypatch.chdir(tmp_path)
@@ -301,16 +309,13 @@ def test_a_local_file_pickles_as_its_path_for_local_workers(tmp_path, monkeypatc
     assert b"cat" in pickle.dumps(vocab, protocol=5)
 
 
-def test_a_vocab_read_from_a_pipe_pickles_its_tokens(tmp_path, monkeypatch):
+def test_a_vocab_read_from_a_pipe_pickles_its_tokens(tmp_path, vocab_by_path):
     """A worker cannot read a pipe (``--vocab <(gsutil cat ...)``) again: only regular files
     are pickled as their path."""
     import pickle
     import threading
 
-    from tokenizer import vocab as module
-
-    monkeypatch.setattr(module, "_pickle_by_path", True)
-    monkeypatch.setattr(module, "_LOCAL_FILES", {})
+    module = vocab_by_path
     fifo = tmp_path / "vocab.fifo"
     os.mkfifo(fifo)
     content = ("\n".join(BASIC) + "\npiped\n").encode()

@@ -110,14 +110,20 @@ def test_a_failed_attempt_leaves_nothing_a_reader_trusts(tmp_path):
     assert not list(staging.glob("rejects-*.jsonl"))
 
 
-def test_finishing_a_chunk_twice_writes_identical_output(tmp_path, monkeypatch):
+def trained_tables():
+    """Punkt tables trained on a repeated sample sentence."""
     from transforms.sentences import PunktTables, train_punkt_parameters
+
+    return PunktTables.from_parameters(train_punkt_parameters([SENTENCE.format(i=1)] * 50))
+
+
+def test_finishing_a_chunk_twice_writes_identical_output(tmp_path, monkeypatch):
 
     write_jsonl(tmp_path / "a.jsonl", 3)
     unit = WorkUnit(str(tmp_path / "a.jsonl"), "a.jsonl")
     staging, out = tmp_path / "staging", tmp_path / "out"
     chunks, _ = run_fn(stage_fn(staging), ((0, "jsonl", unit),))
-    tables = PunktTables.from_parameters(train_punkt_parameters([SENTENCE.format(i=1)] * 50))
+    tables = trained_tables()
     element = (((0, 0), {"chunk": chunks[:1], "drops": [1]}), tables)
     written = []
     for _ in range(2):
@@ -136,11 +142,10 @@ def test_finishing_a_chunk_twice_writes_identical_output(tmp_path, monkeypatch):
 def test_finishing_while_staging_writes_what_staging_then_finishing_writes(tmp_path):
     """With no dedup and a pretrained splitter the stage writes the final files itself: the same
     files, bytes and counts as staged chunks finished by FinishChunkFn, chunk for chunk."""
-    from transforms.sentences import PunktTables, train_punkt_parameters
 
     write_jsonl(tmp_path / "a.jsonl", 7)
     unit = WorkUnit(str(tmp_path / "a.jsonl"), "a.jsonl")
-    tables = PunktTables.from_parameters(train_punkt_parameters([SENTENCE.format(i=1)] * 50))
+    tables = trained_tables()
     reader = SourceReader("text", "title", False)
     staged_out, staging = tmp_path / "staged", tmp_path / "staging"
     staged = StageDocumentsFn(reader, str(staging), 5, "none", None, 3, 1 << 20)
@@ -247,9 +252,8 @@ def test_output_does_not_depend_on_where_the_corpus_lies(tmp_path, monkeypatch):
 def test_finishing_while_staging_needs_no_dedup_and_pretrained_tables(
     tmp_path, dedup, seed, has_tables
 ):
-    from transforms.sentences import PunktTables, train_punkt_parameters
 
-    tables = PunktTables.from_parameters(train_punkt_parameters([SENTENCE.format(i=1)] * 50))
+    tables = trained_tables()
     settings = FinishSettings(str(tmp_path / "out"), 40, True)
     reader = SourceReader("text", "title", False)
     with pytest.raises(ValueError, match="pretrained sentence splitter"):
