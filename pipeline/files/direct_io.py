@@ -113,9 +113,14 @@ class DirectWriter:
     into a staging buffer; a full one is written by the writer's thread while the next fills.
     ``close`` writes the padded last piece, waits, and cuts the file to the bytes written. An
     error of the thread is raised by the ``write`` that next fills a buffer, or else by
-    ``close``. One writer per file, used from one thread."""
+    ``close``. One writer per file, used from one thread.
 
-    def __init__(self, fd: int) -> None:
+    ``digest`` (a ``hashlib`` object), if given, is updated with every byte written, in order
+    (not the padding), by a second thread while the first writes the same staging buffer: the
+    hash runs beside the device and the caller's next fill (``hashlib`` releases the GIL), and
+    needs no copy of its own. It is complete when ``close`` returns."""
+
+    def __init__(self, fd: int, digest=None) -> None:
         first = _take()
         try:
             second = _take()
@@ -129,8 +134,14 @@ class DirectWriter:
         self._filled = 0
         self._length = 0
         self._direct = True
-        self._pending: concurrent.futures.Future | None = None
+        self._pending: list[concurrent.futures.Future] = []
         self._thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="bertprep-write")
+        self._digest = digest
+        self._hasher = (
+            concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="bertprep-hash")
+            if digest is not None
+            else None
+        )
 
     def write(self, data) -> int:
         view = memoryview(data).cast("B")
@@ -145,14 +156,25 @@ class DirectWriter:
         return total
 
     def _hand_over(self, size: int) -> None:
-        """Queues ``size`` bytes (a multiple of ``ALIGN``) of the current buffer for the thread,
-        after the previous piece is written, and goes on filling the other buffer."""
-        if self._pending is not None:
-            self._pending.result()
-        self._pending = self._thread.submit(self._write_out, self._views[self._current], size)
+        """Queues ``size`` bytes (a multiple of ``ALIGN``) of the current buffer for the thread
+        (and its ``_filled`` bytes for the hash), after the previous piece is written (and
+        hashed), and goes on filling the other buffer."""
+        self._wait()
+        view = self._views[self._current]
+        self._pending = [self._thread.submit(self._write_out, view, size)]
+        if self._hasher is not None:
+            self._pending.append(self._hasher.submit(self._digest.update, view[: self._filled]))
         self._length += self._filled
         self._filled = 0
         self._current = 1 - self._current
+
+    def _wait(self) -> None:
+        """Waits for the piece in flight (both threads: its buffer is then free), then raises
+        its first error (again at each later wait, ``close`` included)."""
+        concurrent.futures.wait(self._pending)
+        for future in self._pending:
+            future.result()
+        self._pending = []
 
     def _write_out(self, view: memoryview, size: int) -> None:
         written = 0
@@ -176,11 +198,12 @@ class DirectWriter:
                 padded = -(-tail // ALIGN) * ALIGN
                 self._views[self._current][tail:padded] = bytes(padded - tail)
                 self._hand_over(padded)  # counts the ``tail`` bytes filled, not the padding
-            if self._pending is not None:
-                self._pending.result()
+            self._wait()
             os.ftruncate(self._fd, self._length)
         finally:
             self._thread.shutdown(wait=True)
+            if self._hasher is not None:
+                self._hasher.shutdown(wait=True)
             os.close(self._fd)
             self._fd = -1
             for view, buffer in zip(self._views, self._buffers, strict=True):
@@ -194,20 +217,50 @@ class DirectWriter:
         self.close()
 
 
-def create(path: str):
+def create(path: str, digest=None):
     """A new binary file for writing: a ``DirectWriter`` for a local file on a file system that
-    takes ``O_DIRECT``, else Beam's ordinary writer (same bytes)."""
+    takes ``O_DIRECT``, else Beam's ordinary writer (same bytes). ``digest`` (a ``hashlib``
+    object), if given, is updated with every byte written, in order, by the time the file is
+    closed."""
     local = _local(path)
     if local is not None:
         os.makedirs(os.path.dirname(local) or ".", exist_ok=True)  # as Beam's local create does
         fd = _open_direct(local, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         if fd >= 0:
             try:
-                return DirectWriter(fd)
+                return DirectWriter(fd, digest)
             except BaseException:
                 os.close(fd)
                 raise
-    return FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED)
+    opened = FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED)
+    return opened if digest is None else hashed(opened, digest)
+
+
+def hashed(f, digest) -> _HashedWriter:
+    """``f`` (a writable file), updating ``digest`` with every byte written to it, in order."""
+    return _HashedWriter(f, digest)
+
+
+class _HashedWriter:
+    """A writable file that updates ``digest`` with every byte written to it (before the
+    write: a compressing ``f`` hashes what it was given, not what it stores)."""
+
+    def __init__(self, f, digest) -> None:
+        self._f = f
+        self._digest = digest
+
+    def write(self, data) -> int:
+        self._digest.update(data)
+        return self._f.write(data)
+
+    def close(self) -> None:
+        self._f.close()
+
+    def __enter__(self) -> _HashedWriter:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 class BackgroundWrites:

@@ -217,13 +217,13 @@ class WriteShardFn(beam.DoFn):
         length = 0
         if self._compression == "none" and passes > 1:
             # Larger than the buffer: written faster than the device takes it back through the
-            # cache, the pages would come fresh (pipeline.files.page_cache); write around it.
-            opened = direct_io.create(temp)
+            # cache, the pages would come fresh (pipeline.files.page_cache); write around it,
+            # hashed beside the device on the writer's own thread.
+            opened = direct_io.create(temp, digest)
         else:
-            opened = FileSystems.create(temp, compression_type=ctype)
+            opened = direct_io.hashed(FileSystems.create(temp, compression_type=ctype), digest)
         with opened as f:
             for piece in self._shard_pieces(plan, data):
-                digest.update(piece)
                 f.write(piece)
                 length += len(piece)
         written = digest.hexdigest()

@@ -5,6 +5,7 @@ that name the file, background writes that report their failure, and no page cac
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 
 import numpy as np
@@ -20,20 +21,38 @@ def payload(size: int, seed: int = 0) -> bytes:
     return np.random.default_rng(seed).integers(0, 256, size, dtype=np.uint8).tobytes()
 
 
-def write_in_pieces(path, data: bytes, piece: int) -> None:
-    with direct_io.create(str(path)) as f:
+def write_in_pieces(path, data: bytes, piece: int) -> str:
+    """Writes ``data`` in pieces of ``piece`` bytes; the hex SHA-256 the writer computed."""
+    digest = hashlib.sha256()
+    with direct_io.create(str(path), digest) as f:
         for start in range(0, len(data), piece):
             f.write(data[start : start + piece])
+    return digest.hexdigest()
 
 
 @pytest.mark.parametrize("size", SIZES)
-def test_written_file_holds_exactly_the_bytes_written(tmp_path, size):
+def test_written_file_holds_exactly_the_bytes_written_and_their_digest(tmp_path, size):
     data = payload(size, size)
     for piece in (1000, ALIGN, 3 * STAGING_BYTES):
         path = tmp_path / f"f-{piece}"
-        write_in_pieces(path, data, piece)
+        digest = write_in_pieces(path, data, piece)
         assert os.path.getsize(path) == size
         assert path.read_bytes() == data
+        assert digest == hashlib.sha256(data).hexdigest()
+    with direct_io.create(str(tmp_path / "unhashed")) as f:  # no digest asked for
+        f.write(data)
+    assert (tmp_path / "unhashed").read_bytes() == data
+
+
+def test_an_error_of_the_hash_is_raised_by_close(tmp_path):
+    class FailingDigest:
+        def update(self, data) -> None:
+            raise ValueError("hash failed")
+
+    f = direct_io.create(str(tmp_path / "f"), FailingDigest())
+    f.write(payload(100))
+    with pytest.raises(ValueError, match="hash failed"):
+        f.close()
 
 
 def test_local_files_are_written_direct_and_leave_no_page_cache(tmp_path):
@@ -52,10 +71,12 @@ def test_local_files_are_written_direct_and_leave_no_page_cache(tmp_path):
 def test_a_file_system_that_refuses_direct_io_gets_the_same_bytes(tmp_path, monkeypatch):
     monkeypatch.setattr(direct_io, "_open_direct", lambda local, flags: -1)
     data = payload(STAGING_BYTES + 123)
-    with direct_io.create(str(tmp_path / "f")) as f:
+    digest = hashlib.sha256()
+    with direct_io.create(str(tmp_path / "f"), digest) as f:
         assert not isinstance(f, direct_io.DirectWriter)
         f.write(data)
     assert (tmp_path / "f").read_bytes() == data
+    assert digest.hexdigest() == hashlib.sha256(data).hexdigest()
     got = direct_io.read_ranges_into([(str(tmp_path / "f"), 7, len(data) - 3)])
     assert got.tobytes() == data[7:-3]
 
@@ -72,8 +93,9 @@ def test_a_device_that_refuses_the_alignment_goes_on_through_the_cache(tmp_path,
 
     monkeypatch.setattr(direct_io.os, "write", write)
     data = payload(2 * STAGING_BYTES + 77)
-    write_in_pieces(tmp_path / "f", data, 5 << 20)
+    digest = write_in_pieces(tmp_path / "f", data, 5 << 20)
     assert refused and (tmp_path / "f").read_bytes() == data
+    assert digest == hashlib.sha256(data).hexdigest()
 
 
 def test_other_write_errors_are_raised_by_the_next_filling_write_or_by_close(tmp_path, monkeypatch):

@@ -228,9 +228,9 @@ def test_shards_larger_than_the_buffer_are_written_around_the_page_cache(tmp_pat
     real_create = shard_writer.direct_io.create
     direct: list[str] = []
 
-    def recording_create(path):
+    def recording_create(path, digest=None):
         direct.append(os.path.basename(path))
-        return real_create(path)
+        return real_create(path, digest)
 
     monkeypatch.setattr(shard_writer.direct_io, "create", recording_create)
     one, _ = write_all(tmp_path, "one-pass", tasks, buffer_bytes=1 << 30)
