@@ -241,17 +241,33 @@ def hashed(f, digest) -> _HashedWriter:
     return _HashedWriter(f, digest)
 
 
+PARALLEL_HASH_BYTES = 1 << 20
+"""A ``hashed`` write of at least this many bytes is hashed on this process's hash thread while
+the caller's thread writes it (both release the GIL); a smaller one inline."""
+
+
 class _HashedWriter:
-    """A writable file that updates ``digest`` with every byte written to it (before the
-    write: a compressing ``f`` hashes what it was given, not what it stores)."""
+    """A writable file that updates ``digest`` with every byte written to it (what it was
+    given: a compressing ``f`` hashes the bytes before compression). A large write is hashed
+    beside the write and waited for before ``write`` returns: the digest stays in order and the
+    caller's buffer is free again."""
 
     def __init__(self, f, digest) -> None:
         self._f = f
         self._digest = digest
 
-    def write(self, data) -> int:
-        self._digest.update(data)
-        return self._f.write(data)
+    def write(self, data) -> int | None:
+        """What ``f.write`` returns (Beam's compressed files return None)."""
+        if memoryview(data).nbytes < PARALLEL_HASH_BYTES:
+            self._digest.update(data)
+            return self._f.write(data)
+        hashing = _executor("hash", 1).submit(self._digest.update, data)
+        try:
+            written = self._f.write(data)
+        finally:
+            concurrent.futures.wait([hashing])
+        hashing.result()
+        return written
 
     def close(self) -> None:
         self._f.close()

@@ -44,6 +44,25 @@ def test_written_file_holds_exactly_the_bytes_written_and_their_digest(tmp_path,
     assert (tmp_path / "unhashed").read_bytes() == data
 
 
+@pytest.mark.parametrize("compression", ["uncompressed", "gzip"])
+def test_a_hashed_file_hashes_what_it_was_given_in_order(tmp_path, compression):
+    """Writes below and above ``PARALLEL_HASH_BYTES`` (hashed inline and on the hash thread)
+    give the digest of all the bytes given, in order, whatever the file stores."""
+    from apache_beam.io.filesystem import CompressionTypes
+    from apache_beam.io.filesystems import FileSystems
+
+    pieces = [payload(n, n) for n in (10, direct_io.PARALLEL_HASH_BYTES, 3 << 20, 1, 5 << 20)]
+    digest = hashlib.sha256()
+    path = str(tmp_path / f"f-{compression}")
+    ctype = CompressionTypes.GZIP if compression == "gzip" else CompressionTypes.UNCOMPRESSED
+    with direct_io.hashed(FileSystems.create(path, compression_type=ctype), digest) as f:
+        for piece in pieces:
+            f.write(memoryview(piece))
+    assert digest.hexdigest() == hashlib.sha256(b"".join(pieces)).hexdigest()
+    with FileSystems.open(path, compression_type=ctype) as f:
+        assert f.read() == b"".join(pieces)
+
+
 def test_an_error_of_the_hash_is_raised_by_close(tmp_path):
     class FailingDigest:
         def update(self, data) -> None:
@@ -53,6 +72,12 @@ def test_an_error_of_the_hash_is_raised_by_close(tmp_path):
     f.write(payload(100))
     with pytest.raises(ValueError, match="hash failed"):
         f.close()
+    from apache_beam.io.filesystems import FileSystems
+
+    g = direct_io.hashed(FileSystems.create(str(tmp_path / "g")), FailingDigest())
+    with pytest.raises(ValueError, match="hash failed"):
+        g.write(payload(direct_io.PARALLEL_HASH_BYTES))  # hashed on the hash thread
+    g.close()
 
 
 def test_local_files_are_written_direct_and_leave_no_page_cache(tmp_path):
