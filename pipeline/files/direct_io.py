@@ -25,6 +25,7 @@ import mmap
 import os
 import threading
 from collections.abc import Callable
+from typing import Protocol
 
 import numpy as np
 from apache_beam.io.filesystem import CompressionTypes
@@ -37,6 +38,9 @@ STAGING_BYTES = 8 << 20
 """Bytes per device write or read; a writer holds two staging buffers, a reading thread one."""
 READ_THREADS = 4
 """Ranged reads in flight at once (the device serves several faster than one after another)."""
+PARALLEL_HASH_BYTES = 1 << 20
+"""A ``HashedWriter`` write of at least this many bytes is hashed on one of this process's hash
+threads while the caller's thread writes it (both release the GIL); a smaller one inline."""
 
 _O_DIRECT = getattr(os, "O_DIRECT", 0)
 _pool: list[mmap.mmap] = []
@@ -108,19 +112,27 @@ def _open_direct(local: str, flags: int) -> int:
         return -1
 
 
+class Digest(Protocol):
+    """What a writer hashes into: a ``hashlib`` object."""
+
+    def update(self, data, /) -> None: ...
+
+
 class DirectWriter:
     """A new local binary file written with ``O_DIRECT``. ``write`` copies any contiguous buffer
     into a staging buffer; a full one is written by the writer's thread while the next fills.
     ``close`` writes the padded last piece, waits, and cuts the file to the bytes written. An
-    error of the thread is raised by the ``write`` that next fills a buffer, or else by
-    ``close``. One writer per file, used from one thread.
+    error of either of the writer's threads (the write's or the hash's) is raised by the
+    ``write`` that next fills a buffer, or else by ``close``. One writer per file, used from
+    one thread.
 
-    ``digest`` (a ``hashlib`` object), if given, is updated with every byte written, in order
-    (not the padding), by a second thread while the first writes the same staging buffer: the
-    hash runs beside the device and the caller's next fill (``hashlib`` releases the GIL), and
-    needs no copy of its own. It is complete when ``close`` returns."""
+    ``digest``, if given, is updated with every byte written, in order (not the padding), by a
+    second thread while the first writes the same staging buffer: the hash runs beside the
+    device and the caller's next fill (``hashlib`` releases the GIL) and needs no copy of its
+    own. A buffer is filled again only when both threads are done with it. The digest is
+    complete when ``close`` returns normally."""
 
-    def __init__(self, fd: int, digest=None) -> None:
+    def __init__(self, fd: int, digest: Digest | None = None) -> None:
         first = _take()
         try:
             second = _take()
@@ -138,7 +150,7 @@ class DirectWriter:
         self._thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="bertprep-write")
         self._digest = digest
         self._hasher = (
-            concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="bertprep-hash")
+            concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="bertprep-write-hash")
             if digest is not None
             else None
         )
@@ -217,11 +229,11 @@ class DirectWriter:
         self.close()
 
 
-def create(path: str, digest=None):
+def create(path: str, digest: Digest | None = None):
     """A new binary file for writing: a ``DirectWriter`` for a local file on a file system that
-    takes ``O_DIRECT``, else Beam's ordinary writer (same bytes). ``digest`` (a ``hashlib``
-    object), if given, is updated with every byte written, in order, by the time the file is
-    closed."""
+    takes ``O_DIRECT``, else Beam's ordinary writer (same bytes; wrapped in a ``HashedWriter``
+    when a ``digest`` is given). ``digest``, if given, is updated with every byte written, in
+    order, by the time the file is closed."""
     local = _local(path)
     if local is not None:
         os.makedirs(os.path.dirname(local) or ".", exist_ok=True)  # as Beam's local create does
@@ -233,26 +245,17 @@ def create(path: str, digest=None):
                 os.close(fd)
                 raise
     opened = FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED)
-    return opened if digest is None else hashed(opened, digest)
+    return opened if digest is None else HashedWriter(opened, digest)
 
 
-def hashed(f, digest) -> _HashedWriter:
-    """``f`` (a writable file), updating ``digest`` with every byte written to it, in order."""
-    return _HashedWriter(f, digest)
+class HashedWriter:
+    """The writable file ``f``, updating ``digest`` with every byte given to ``write``, in order
+    (a compressing ``f`` hashes the bytes before compression). Each ``write`` returns only when
+    its bytes are hashed and written: a large one is hashed on a hash thread of this process
+    beside the write, so the digest stays in order and the caller's buffer is free again.
+    ``close`` closes ``f``; only ``write``, ``close`` and ``with`` are offered."""
 
-
-PARALLEL_HASH_BYTES = 1 << 20
-"""A ``hashed`` write of at least this many bytes is hashed on this process's hash thread while
-the caller's thread writes it (both release the GIL); a smaller one inline."""
-
-
-class _HashedWriter:
-    """A writable file that updates ``digest`` with every byte written to it (what it was
-    given: a compressing ``f`` hashes the bytes before compression). A large write is hashed
-    beside the write and waited for before ``write`` returns: the digest stays in order and the
-    caller's buffer is free again."""
-
-    def __init__(self, f, digest) -> None:
+    def __init__(self, f, digest: Digest) -> None:
         self._f = f
         self._digest = digest
 
@@ -261,7 +264,7 @@ class _HashedWriter:
         if memoryview(data).nbytes < PARALLEL_HASH_BYTES:
             self._digest.update(data)
             return self._f.write(data)
-        hashing = _executor("hash", 1).submit(self._digest.update, data)
+        hashing = _executor("hash", os.cpu_count() or 1).submit(self._digest.update, data)
         try:
             written = self._f.write(data)
         finally:
@@ -272,7 +275,7 @@ class _HashedWriter:
     def close(self) -> None:
         self._f.close()
 
-    def __enter__(self) -> _HashedWriter:
+    def __enter__(self) -> HashedWriter:
         return self
 
     def __exit__(self, *exc) -> None:

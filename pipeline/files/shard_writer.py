@@ -218,10 +218,12 @@ class WriteShardFn(beam.DoFn):
         if self._compression == "none" and passes > 1:
             # Larger than the buffer: written faster than the device takes it back through the
             # cache, the pages would come fresh (pipeline.files.page_cache); write around it,
-            # hashed beside the device on the writer's own thread.
+            # hashed by a second thread of the writer beside the device.
             opened = direct_io.create(temp, digest)
         else:
-            opened = direct_io.hashed(FileSystems.create(temp, compression_type=ctype), digest)
+            opened = direct_io.HashedWriter(
+                FileSystems.create(temp, compression_type=ctype), digest
+            )
         with opened as f:
             for piece in self._shard_pieces(plan, data):
                 f.write(piece)

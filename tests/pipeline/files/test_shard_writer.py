@@ -3,6 +3,7 @@ and each spill block read once, so object-store requests do not grow with the pa
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -241,6 +242,11 @@ def test_shards_larger_than_the_buffer_are_written_around_the_page_cache(tmp_pat
     ]
     assert [r["content_sha256"] for r in many] == [r["content_sha256"] for r in one]
     assert [r["bytes"] for r in many] == [os.path.getsize(r["path"]) for r in many]
+    for result in one + many:  # hashed beside the write: the digest is the file's own
+        assert (
+            result["content_sha256"]
+            == hashlib.sha256(Path(result["path"]).read_bytes()).hexdigest()
+        )
     out = tmp_path / "gz"
     out.mkdir()
     direct.clear()
