@@ -25,7 +25,6 @@ import mmap
 import os
 import threading
 from collections.abc import Callable
-from typing import Protocol
 
 import numpy as np
 from apache_beam.io.filesystem import CompressionTypes
@@ -38,9 +37,6 @@ STAGING_BYTES = 8 << 20
 """Bytes per device write or read; a writer holds two staging buffers, a reading thread one."""
 READ_THREADS = 4
 """Ranged reads in flight at once (the device serves several faster than one after another)."""
-PARALLEL_HASH_BYTES = 1 << 20
-"""A ``HashedWriter`` write of at least this many bytes is hashed on one of this process's hash
-threads while the caller's thread writes it (both release the GIL); a smaller one inline."""
 
 _O_DIRECT = getattr(os, "O_DIRECT", 0)
 _pool: list[mmap.mmap] = []
@@ -112,27 +108,14 @@ def _open_direct(local: str, flags: int) -> int:
         return -1
 
 
-class Digest(Protocol):
-    """What a writer hashes into: a ``hashlib`` object."""
-
-    def update(self, data, /) -> None: ...
-
-
 class DirectWriter:
     """A new local binary file written with ``O_DIRECT``. ``write`` copies any contiguous buffer
     into a staging buffer; a full one is written by the writer's thread while the next fills.
     ``close`` writes the padded last piece, waits, and cuts the file to the bytes written. An
-    error of either of the writer's threads (the write's or the hash's) is raised by the
-    ``write`` that next fills a buffer, or else by ``close``. One writer per file, used from
-    one thread.
+    error of the thread is raised by the ``write`` that next fills a buffer, or else by
+    ``close``. One writer per file, used from one thread."""
 
-    ``digest``, if given, is updated with every byte written, in order (not the padding), by a
-    second thread while the first writes the same staging buffer: the hash runs beside the
-    device and the caller's next fill (``hashlib`` releases the GIL) and needs no copy of its
-    own. A buffer is filled again only when both threads are done with it. The digest is
-    complete when ``close`` returns normally."""
-
-    def __init__(self, fd: int, digest: Digest | None = None) -> None:
+    def __init__(self, fd: int) -> None:
         first = _take()
         try:
             second = _take()
@@ -146,14 +129,8 @@ class DirectWriter:
         self._filled = 0
         self._length = 0
         self._direct = True
-        self._pending: list[concurrent.futures.Future] = []
+        self._pending: concurrent.futures.Future | None = None
         self._thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="bertprep-write")
-        self._digest = digest
-        self._hasher = (
-            concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="bertprep-write-hash")
-            if digest is not None
-            else None
-        )
 
     def write(self, data) -> int:
         view = memoryview(data).cast("B")
@@ -168,25 +145,14 @@ class DirectWriter:
         return total
 
     def _hand_over(self, size: int) -> None:
-        """Queues ``size`` bytes (a multiple of ``ALIGN``) of the current buffer for the thread
-        (and its ``_filled`` bytes for the hash), after the previous piece is written (and
-        hashed), and goes on filling the other buffer."""
-        self._wait()
-        view = self._views[self._current]
-        self._pending = [self._thread.submit(self._write_out, view, size)]
-        if self._hasher is not None:
-            self._pending.append(self._hasher.submit(self._digest.update, view[: self._filled]))
+        """Queues ``size`` bytes (a multiple of ``ALIGN``) of the current buffer for the thread,
+        after the previous piece is written, and goes on filling the other buffer."""
+        if self._pending is not None:
+            self._pending.result()
+        self._pending = self._thread.submit(self._write_out, self._views[self._current], size)
         self._length += self._filled
         self._filled = 0
         self._current = 1 - self._current
-
-    def _wait(self) -> None:
-        """Waits for the piece in flight (both threads: its buffer is then free), then raises
-        its first error (again at each later wait, ``close`` included)."""
-        concurrent.futures.wait(self._pending)
-        for future in self._pending:
-            future.result()
-        self._pending = []
 
     def _write_out(self, view: memoryview, size: int) -> None:
         written = 0
@@ -210,12 +176,11 @@ class DirectWriter:
                 padded = -(-tail // ALIGN) * ALIGN
                 self._views[self._current][tail:padded] = bytes(padded - tail)
                 self._hand_over(padded)  # counts the ``tail`` bytes filled, not the padding
-            self._wait()
+            if self._pending is not None:
+                self._pending.result()
             os.ftruncate(self._fd, self._length)
         finally:
             self._thread.shutdown(wait=True)
-            if self._hasher is not None:
-                self._hasher.shutdown(wait=True)
             os.close(self._fd)
             self._fd = -1
             for view, buffer in zip(self._views, self._buffers, strict=True):
@@ -229,57 +194,20 @@ class DirectWriter:
         self.close()
 
 
-def create(path: str, digest: Digest | None = None):
+def create(path: str):
     """A new binary file for writing: a ``DirectWriter`` for a local file on a file system that
-    takes ``O_DIRECT``, else Beam's ordinary writer (same bytes; wrapped in a ``HashedWriter``
-    when a ``digest`` is given). ``digest``, if given, is updated with every byte written, in
-    order, by the time the file is closed."""
+    takes ``O_DIRECT``, else Beam's ordinary writer (same bytes)."""
     local = _local(path)
     if local is not None:
         os.makedirs(os.path.dirname(local) or ".", exist_ok=True)  # as Beam's local create does
         fd = _open_direct(local, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         if fd >= 0:
             try:
-                return DirectWriter(fd, digest)
+                return DirectWriter(fd)
             except BaseException:
                 os.close(fd)
                 raise
-    opened = FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED)
-    return opened if digest is None else HashedWriter(opened, digest)
-
-
-class HashedWriter:
-    """The writable file ``f``, updating ``digest`` with every byte given to ``write``, in order
-    (a compressing ``f`` hashes the bytes before compression). Each ``write`` returns only when
-    its bytes are hashed and written: a large one is hashed on a hash thread of this process
-    beside the write, so the digest stays in order and the caller's buffer is free again.
-    ``close`` closes ``f``; only ``write``, ``close`` and ``with`` are offered."""
-
-    def __init__(self, f, digest: Digest) -> None:
-        self._f = f
-        self._digest = digest
-
-    def write(self, data) -> int | None:
-        """What ``f.write`` returns (Beam's compressed files return None)."""
-        if memoryview(data).nbytes < PARALLEL_HASH_BYTES:
-            self._digest.update(data)
-            return self._f.write(data)
-        hashing = _executor("hash", os.cpu_count() or 1).submit(self._digest.update, data)
-        try:
-            written = self._f.write(data)
-        finally:
-            concurrent.futures.wait([hashing])
-        hashing.result()
-        return written
-
-    def close(self) -> None:
-        self._f.close()
-
-    def __enter__(self) -> HashedWriter:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
+    return FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED)
 
 
 class BackgroundWrites:

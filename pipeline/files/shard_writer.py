@@ -217,15 +217,13 @@ class WriteShardFn(beam.DoFn):
         length = 0
         if self._compression == "none" and passes > 1:
             # Larger than the buffer: written faster than the device takes it back through the
-            # cache, the pages would come fresh (pipeline.files.page_cache); write around it,
-            # hashed by a second thread of the writer beside the device.
-            opened = direct_io.create(temp, digest)
+            # cache, the pages would come fresh (pipeline.files.page_cache); write around it.
+            opened = direct_io.create(temp)
         else:
-            opened = direct_io.HashedWriter(
-                FileSystems.create(temp, compression_type=ctype), digest
-            )
+            opened = FileSystems.create(temp, compression_type=ctype)
         with opened as f:
             for piece in self._shard_pieces(plan, data):
+                digest.update(piece)
                 f.write(piece)
                 length += len(piece)
         written = digest.hexdigest()

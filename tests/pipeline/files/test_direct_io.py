@@ -5,9 +5,7 @@ that name the file, background writes that report their failure, and no page cac
 from __future__ import annotations
 
 import errno
-import hashlib
 import os
-import time
 
 import numpy as np
 import pytest
@@ -22,104 +20,20 @@ def payload(size: int, seed: int = 0) -> bytes:
     return np.random.default_rng(seed).integers(0, 256, size, dtype=np.uint8).tobytes()
 
 
-def write_in_pieces(path, data: bytes, piece: int, open_writer=None) -> str:
-    """Writes ``data`` in pieces of ``piece`` bytes through ``open_writer(path, digest)``
-    (``direct_io.create`` by default); the hex SHA-256 the writer computed."""
-    digest = hashlib.sha256()
-    with (open_writer or direct_io.create)(str(path), digest) as f:
+def write_in_pieces(path, data: bytes, piece: int) -> None:
+    with direct_io.create(str(path)) as f:
         for start in range(0, len(data), piece):
             f.write(data[start : start + piece])
-    return digest.hexdigest()
-
-
-def staged_writer(path: str, digest=None) -> direct_io.DirectWriter:
-    """A ``DirectWriter`` on a descriptor opened without ``O_DIRECT``: its staging, padding,
-    cut and hashing run on any file system (``create`` falls back where ``O_DIRECT`` is refused)."""
-    return direct_io.DirectWriter(
-        os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), digest
-    )
 
 
 @pytest.mark.parametrize("size", SIZES)
-@pytest.mark.parametrize("open_writer", [direct_io.create, staged_writer], ids=["create", "staged"])
-def test_written_file_holds_exactly_the_bytes_written_and_their_digest(tmp_path, size, open_writer):
+def test_written_file_holds_exactly_the_bytes_written(tmp_path, size):
     data = payload(size, size)
     for piece in (1000, ALIGN, 3 * STAGING_BYTES):
         path = tmp_path / f"f-{piece}"
-        digest = write_in_pieces(path, data, piece, open_writer)
+        write_in_pieces(path, data, piece)
         assert os.path.getsize(path) == size
         assert path.read_bytes() == data
-        assert digest == hashlib.sha256(data).hexdigest()
-    with direct_io.create(str(tmp_path / "unhashed")) as f:  # no digest asked for
-        f.write(data)
-    assert (tmp_path / "unhashed").read_bytes() == data
-
-
-@pytest.mark.parametrize("compression", ["uncompressed", "gzip"])
-def test_a_hashed_file_hashes_what_it_was_given_in_order(tmp_path, compression):
-    """Writes below and above ``PARALLEL_HASH_BYTES`` (hashed inline and on the hash thread)
-    give the digest of all the bytes given, in order, whatever the file stores."""
-    from apache_beam.io.filesystem import CompressionTypes
-    from apache_beam.io.filesystems import FileSystems
-
-    pieces = [payload(n, n) for n in (10, direct_io.PARALLEL_HASH_BYTES, 3 << 20, 1, 5 << 20)]
-    digest = hashlib.sha256()
-    path = str(tmp_path / f"f-{compression}")
-    ctype = CompressionTypes.GZIP if compression == "gzip" else CompressionTypes.UNCOMPRESSED
-    with direct_io.HashedWriter(FileSystems.create(path, compression_type=ctype), digest) as f:
-        for piece in pieces:
-            f.write(memoryview(piece))
-    assert digest.hexdigest() == hashlib.sha256(b"".join(pieces)).hexdigest()
-    with FileSystems.open(path, compression_type=ctype) as f:
-        assert f.read() == b"".join(pieces)
-
-
-def test_a_buffer_is_filled_again_only_when_its_hash_is_done(tmp_path):
-    """A slow hash: were a staging buffer refilled while the hash thread still read it, the
-    digest would take the next piece's bytes."""
-
-    class SlowDigest:
-        def __init__(self) -> None:
-            self.inner = hashlib.sha256()
-
-        def update(self, data) -> None:
-            time.sleep(0.05)
-            self.inner.update(data)
-
-    data = payload(4 * STAGING_BYTES + 3, 7)
-    digest = SlowDigest()
-    with staged_writer(str(tmp_path / "f"), digest) as f:
-        for start in range(0, len(data), STAGING_BYTES // 2):
-            f.write(data[start : start + STAGING_BYTES // 2])
-    assert digest.inner.hexdigest() == hashlib.sha256(data).hexdigest()
-    assert (tmp_path / "f").read_bytes() == data
-
-
-class FailingDigest:
-    def update(self, data) -> None:
-        raise ValueError("hash failed")
-
-
-def test_an_error_of_the_hash_is_raised_by_the_next_filling_write_or_by_close(tmp_path):
-    f = staged_writer(str(tmp_path / "f"), FailingDigest())
-    f.write(payload(100))
-    with pytest.raises(ValueError, match="hash failed"):
-        f.close()
-    g = staged_writer(str(tmp_path / "g"), FailingDigest())
-    with pytest.raises(ValueError, match="hash failed"):
-        g.write(payload(2 * STAGING_BYTES))  # the second full buffer waits for the first
-    with pytest.raises(ValueError, match="hash failed"):
-        g.close()
-
-
-def test_an_error_of_the_hash_is_raised_by_a_hashed_write(tmp_path):
-    from apache_beam.io.filesystems import FileSystems
-
-    for size in (100, direct_io.PARALLEL_HASH_BYTES):  # inline, then on a hash thread
-        g = direct_io.HashedWriter(FileSystems.create(str(tmp_path / f"g{size}")), FailingDigest())
-        with pytest.raises(ValueError, match="hash failed"):
-            g.write(payload(size))
-        g.close()
 
 
 def test_local_files_are_written_direct_and_leave_no_page_cache(tmp_path):
@@ -138,12 +52,10 @@ def test_local_files_are_written_direct_and_leave_no_page_cache(tmp_path):
 def test_a_file_system_that_refuses_direct_io_gets_the_same_bytes(tmp_path, monkeypatch):
     monkeypatch.setattr(direct_io, "_open_direct", lambda local, flags: -1)
     data = payload(STAGING_BYTES + 123)
-    digest = hashlib.sha256()
-    with direct_io.create(str(tmp_path / "f"), digest) as f:
+    with direct_io.create(str(tmp_path / "f")) as f:
         assert not isinstance(f, direct_io.DirectWriter)
         f.write(data)
     assert (tmp_path / "f").read_bytes() == data
-    assert digest.hexdigest() == hashlib.sha256(data).hexdigest()
     got = direct_io.read_ranges_into([(str(tmp_path / "f"), 7, len(data) - 3)])
     assert got.tobytes() == data[7:-3]
 
@@ -160,9 +72,8 @@ def test_a_device_that_refuses_the_alignment_goes_on_through_the_cache(tmp_path,
 
     monkeypatch.setattr(direct_io.os, "write", write)
     data = payload(2 * STAGING_BYTES + 77)
-    digest = write_in_pieces(tmp_path / "f", data, 5 << 20)
+    write_in_pieces(tmp_path / "f", data, 5 << 20)
     assert refused and (tmp_path / "f").read_bytes() == data
-    assert digest == hashlib.sha256(data).hexdigest()
 
 
 def test_other_write_errors_are_raised_by_the_next_filling_write_or_by_close(tmp_path, monkeypatch):
