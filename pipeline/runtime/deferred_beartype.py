@@ -39,7 +39,8 @@ class BeartypeDoorException(Exception):
 
 
 def _real(name: str) -> ModuleType:
-    """The real module ``name`` (stand-ins left in ``sys.modules`` are dropped first)."""
+    """The real module ``name`` (stand-ins left in ``sys.modules`` are dropped first: every one of
+    them, so later imports of the others are real too)."""
     for stand_in in STAND_IN_NAMES:
         module = sys.modules.get(stand_in)
         if getattr(module, "_bertprep_stand_in", False):
@@ -52,7 +53,7 @@ def _real(name: str) -> ModuleType:
 def is_subhint(subhint: object, superhint: object) -> bool:
     """``beartype.door.is_subhint``, imported on the first call."""
     door = _real("beartype.door")
-    roar = _real("beartype.roar")
+    roar = importlib.import_module("beartype.roar")  # real: ``_real`` dropped every stand-in
     try:
         return door.is_subhint(subhint, superhint)
     except roar.BeartypeDoorException as error:

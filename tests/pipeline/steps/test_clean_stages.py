@@ -118,7 +118,6 @@ def trained_tables():
 
 
 def test_finishing_a_chunk_twice_writes_identical_output(tmp_path, monkeypatch):
-
     write_jsonl(tmp_path / "a.jsonl", 3)
     unit = WorkUnit(str(tmp_path / "a.jsonl"), "a.jsonl")
     staging, out = tmp_path / "staging", tmp_path / "out"
@@ -142,7 +141,6 @@ def test_finishing_a_chunk_twice_writes_identical_output(tmp_path, monkeypatch):
 def test_finishing_while_staging_writes_what_staging_then_finishing_writes(tmp_path):
     """With no dedup and a pretrained splitter the stage writes the final files itself: the same
     files, bytes and counts as staged chunks finished by FinishChunkFn, chunk for chunk."""
-
     write_jsonl(tmp_path / "a.jsonl", 7)
     unit = WorkUnit(str(tmp_path / "a.jsonl"), "a.jsonl")
     tables = trained_tables()
@@ -252,7 +250,6 @@ def test_output_does_not_depend_on_where_the_corpus_lies(tmp_path, monkeypatch):
 def test_finishing_while_staging_needs_no_dedup_and_pretrained_tables(
     tmp_path, dedup, seed, has_tables
 ):
-
     tables = trained_tables()
     settings = FinishSettings(str(tmp_path / "out"), 40, True)
     reader = SourceReader("text", "title", False)
