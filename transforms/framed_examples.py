@@ -16,7 +16,7 @@ unsigned position, which has none); names and float bytes are copied by ``memmov
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numba
@@ -247,6 +247,11 @@ class FramedRecords:
         ]
 
 
+ColumnEncoder = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[str]], FramedRecords]
+"""What makes a batch's records from its columns (``frame_columns``' arguments): TFRecord frames
+(``frame_columns``), or compact rows for a spill file (``transforms.compact_columns``)."""
+
+
 def _key_bytes(name: str) -> bytes:
     raw = name.encode()
     out = bytearray([_TAG_FIELD1])
@@ -273,13 +278,16 @@ def _stack(arrays: list[np.ndarray], n: int, dtype) -> tuple[np.ndarray, np.ndar
 
 
 def frame_examples(
-    int64_features: Mapping[str, np.ndarray], float_features: Mapping[str, np.ndarray]
+    int64_features: Mapping[str, np.ndarray],
+    float_features: Mapping[str, np.ndarray],
+    encoder: ColumnEncoder | None = None,
 ) -> FramedRecords:
     """TFRecord frames of one ``tf.train.Example`` per row of the given (N, width) arrays.
 
     Byte for byte ``frame_record(r) for r in encode_examples(int64_features, float_features)``;
     int values must lie in [0, 2**28). Raises ValueError on a value out of range or row counts
-    that differ.
+    that differ. ``encoder`` (``frame_columns`` by default) makes the records from the stacked
+    columns.
     """
     ints = [_rows_of(np.asarray(a)) for a in int64_features.values()]
     floats = [
@@ -295,7 +303,7 @@ def frame_examples(
     int_matrix, int_bounds = _stack(ints, n, np.int32)
     float_bytes = [f.view(np.uint8).reshape(n, 4 * f.shape[1]) for f in floats]
     float_matrix, float_bounds = _stack(float_bytes, n, np.uint8)
-    return frame_columns(
+    return (encoder or frame_columns)(
         int_matrix, int_bounds, float_matrix, float_bounds, [*int64_features, *float_features]
     )
 

@@ -25,7 +25,7 @@ from transforms.features import (
     has_nsp,
     packed_prediction_slots,
 )
-from transforms.framed_examples import FramedRecords, frame_columns, frame_examples
+from transforms.framed_examples import ColumnEncoder, FramedRecords, frame_columns, frame_examples
 from transforms.instance_packing import RowPlan, packed_columns, plan_rows
 from transforms.instances import (
     BucketLayout,
@@ -160,12 +160,14 @@ def frame_packed(
     tables: TokenTables,
     rng: np.random.Generator,
     stats: Counter[str],
+    encoder: ColumnEncoder = frame_columns,
 ) -> FramedRecords:
-    """``encode_packed``'s records, TFRecord-framed into one buffer (``frame_examples``)."""
+    """``encode_packed``'s records, TFRecord-framed into one buffer (``frame_examples``), or
+    what ``encoder`` makes of their columns."""
     seq_len = settings.pairs.max_seq_length
     input_mask = (np.arange(seq_len)[None, :] < packed.lengths[:, None]).astype(np.int8)
     if settings.masking_kind == DYNAMIC:  # no masks drawn: the mask stream is not read
-        return _encode_unmasked(packed, input_mask, settings, tables, stats)
+        return _encode_unmasked(packed, input_mask, settings, tables, stats, encoder)
     masked = mask_rows(
         packed.input_ids,
         packed.lengths,
@@ -197,7 +199,7 @@ def frame_packed(
             masked=(masked.positions, masked.label_ids, masked.weights),
             prediction_slots=settings.prediction_slots_per_row,
         )
-        return columns.framed()
+        return columns.framed(encoder)
     ints = {
         "input_ids": masked.input_ids,
         "input_mask": input_mask,
@@ -207,7 +209,7 @@ def frame_packed(
     }
     if has_nsp(settings.input_mode):
         ints["next_sentence_labels"] = packed.next_sentence_labels[:, None]
-    return frame_examples(ints, {"masked_lm_weights": masked.weights})
+    return frame_examples(ints, {"masked_lm_weights": masked.weights}, encoder)
 
 
 def _plan(stats: Counter[str], lengths: np.ndarray, settings: InstanceSettings) -> RowPlan | None:
@@ -264,6 +266,7 @@ def frame_static_spans(
     tables: TokenTables,
     rng: np.random.Generator,
     stats: Counter[str],
+    encoder: ColumnEncoder = frame_columns,
 ) -> FramedRecords:
     """``frame_packed(pack_spans(tokens, spans, ...))`` for static, token-level masking, with the
     packing and masking in one compiled kernel (``transforms.static_rows``): the same records."""
@@ -306,14 +309,12 @@ def frame_static_spans(
             ),
             prediction_slots=settings.prediction_slots_per_row,
         )
-        return columns.framed()
+        return columns.framed(encoder)
     widths = rows.int_widths(seq_len, p)
     names = list(STATIC_INT_FEATURES[: len(widths)])
     bounds = np.concatenate(([0], np.cumsum(widths)))
     floats = rows.weights.view(np.uint8)
-    return frame_columns(
-        rows.ints, bounds, floats, np.array([0, 4 * p]), [*names, "masked_lm_weights"]
-    )
+    return encoder(rows.ints, bounds, floats, np.array([0, 4 * p]), [*names, "masked_lm_weights"])
 
 
 def frame_unmasked_spans(
@@ -322,6 +323,7 @@ def frame_unmasked_spans(
     settings: InstanceSettings,
     tables: TokenTables,
     stats: Counter[str],
+    encoder: ColumnEncoder = frame_columns,
 ) -> FramedRecords:
     """``frame_packed(pack_spans(tokens, spans, ...))`` for ``masking=dynamic`` without
     packing, with the rows and their word starts laid out by one compiled kernel
@@ -341,7 +343,7 @@ def frame_unmasked_spans(
     names = list(UNMASKED_INT_FEATURES[: len(widths)])
     bounds = np.concatenate(([0], np.cumsum(widths)))
     no_floats = np.zeros((len(rows.lengths), 0), dtype=np.uint8)
-    return frame_columns(rows.ints, bounds, no_floats, np.array([0]), names)
+    return encoder(rows.ints, bounds, no_floats, np.array([0]), names)
 
 
 UNMASKED_INT_FEATURES = tuple(spec.name for spec in UNMASKED_FEATURES)
@@ -366,6 +368,7 @@ def _encode_unmasked(
     settings: InstanceSettings,
     tables: TokenTables,
     stats: Counter[str],
+    encoder: ColumnEncoder = frame_columns,
 ) -> FramedRecords:
     """Serializes packed rows unmasked (``transforms.features.UNMASKED_FEATURES``), with the
     word-start flags whole-word masking needs. ``stats`` gains ``expected_masked_lm_predictions``:
@@ -385,7 +388,7 @@ def _encode_unmasked(
             plan=plan,
             word_starts=starts,
         )
-        return columns.framed()
+        return columns.framed(encoder)
     ints = {
         "input_ids": ids,
         "input_mask": input_mask,
@@ -394,7 +397,7 @@ def _encode_unmasked(
     }
     if has_nsp(settings.input_mode):
         ints["next_sentence_labels"] = packed.next_sentence_labels[:, None]
-    return frame_examples(ints, {})
+    return frame_examples(ints, {}, encoder)
 
 
 def record_batches(
@@ -404,8 +407,10 @@ def record_batches(
     settings: InstanceSettings,
     tables: TokenTables,
     stats: Counter[str],
+    encoder: ColumnEncoder = frame_columns,
 ) -> Iterator[RecordBatch]:
-    """Yields dupe pass ``dupe``'s records for one bucket, in batches of ``settings.batch_size``.
+    """Yields dupe pass ``dupe``'s records for one bucket, in batches of ``settings.batch_size``,
+    TFRecord-framed (or as ``encoder`` makes them from their columns).
 
     ``documents`` (a ``BucketLayout``, or token-list documents) must be in a deterministic order
     (the pipeline sorts them by key); each holds at least one non-empty sentence. Passes are
@@ -428,18 +433,20 @@ def record_batches(
     def encode(spans: np.ndarray) -> RecordBatch:
         if token_level_static:
             return keyed(
-                frame_static_spans(layout.tokens, spans, settings, tables, mask_rng, stats)
+                frame_static_spans(layout.tokens, spans, settings, tables, mask_rng, stats, encoder)
             )
         if unpacked_dynamic:
-            return keyed(frame_unmasked_spans(layout.tokens, spans, settings, tables, stats))
+            return keyed(
+                frame_unmasked_spans(layout.tokens, spans, settings, tables, stats, encoder)
+            )
         seq_len = settings.pairs.max_seq_length
         packed = pack_span_rows(layout.tokens, spans, tables.cls_id, tables.sep_id, seq_len)
-        return keyed(frame_packed(packed, settings, tables, mask_rng, stats))
+        return keyed(frame_packed(packed, settings, tables, mask_rng, stats, encoder))
 
     def encode_rows(rows: list[list[Window]]) -> RecordBatch:
         seq_len = settings.pairs.max_seq_length
         packed = pack_rows(layout.tokens, rows, tables.cls_id, tables.sep_id, seq_len)
-        return keyed(frame_packed(packed, settings, tables, mask_rng, stats))
+        return keyed(frame_packed(packed, settings, tables, mask_rng, stats, encoder))
 
     size = settings.batch_size
     if settings.input_mode != SENTENCE_PAIRS:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from transforms.framed_examples import FramedRecords, frame_columns
+from transforms.framed_examples import ColumnEncoder, FramedRecords, frame_columns
 
 
 @numba.njit(cache=True)
@@ -150,10 +150,11 @@ class PackedColumns:
                 out[name] = matrix[:, bounds[f] : bounds[f + 1]]
         return out
 
-    def framed(self) -> FramedRecords:
-        """The rows as framed ``tf.train.Example`` records (int features first)."""
+    def framed(self, encoder: ColumnEncoder = frame_columns) -> FramedRecords:
+        """The rows as framed ``tf.train.Example`` records (int features first), or what
+        ``encoder`` makes of their columns."""
         floats = self.floats.view(np.uint8)
-        return frame_columns(
+        return encoder(
             self.ints,
             self.int_bounds,
             floats,

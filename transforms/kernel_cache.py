@@ -30,6 +30,7 @@ def warm(groups: tuple[str, ...] = KERNEL_GROUPS) -> None:
 
 def warm_phases() -> None:
     """Calls the instance phases' kernels once, on a tiny bucket."""
+    from transforms.compact_columns import compact_columns
     from transforms.framed_examples import (
         count_frames,
         frame_bounds,
@@ -72,6 +73,13 @@ def warm_phases() -> None:
 
     pack_span_rows(layout.tokens, spans, 1, 2, 32)
     frame_examples({"ids": np.zeros((1, 2), np.int64)}, {"w": np.zeros((1, 1), np.float32)})
+    from transforms.compact_columns import compact_bounds, frame_compact_rows
+
+    rows = frame_static_spans(
+        layout.tokens, spans, settings, tables, np.random.default_rng(0), Counter(), compact_columns
+    )
+    frame_compact_rows(rows.data, rows.offsets[:-1], rows.offsets[1:], rows.schema)
+    compact_bounds(rows.data, 0, len(rows))
     data, _ = residue_spill([framed, framed], np.arange(2 * len(framed)), 2)
     bounds = frame_bounds(framed.data, 0, len(framed))
     gather_frames(framed.data, bounds[:-1], bounds[1:])

@@ -9,7 +9,8 @@ within a factor of two of what a run writes (checked on the sample corpus at seq
 What a run writes before it deletes anything, all in its output directory:
 
 - the token spill (text inputs only): every document's int32 ids and int64 sentence offsets;
-- the task spills: every record framed (``transforms.tfrecord``) plus its 8-byte shuffle key;
+- the task spills: every record as a compact row (``transforms.compact_columns``, about a third
+  of its frame) plus its 8-byte shuffle key;
 - with spill groups (object stores, or ``spill_groups: always``) the same bytes once more;
 - the shards: every record framed (gzip: ``GZIP_RATIO`` of that).
 
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from transforms.compact_columns import COMPACT_LENGTH_BYTES, compact_feature_bytes
 from transforms.example_encoding import encode_examples
 from transforms.features import DOC_SENTENCES, SENTENCE_PAIRS, features_of
 
@@ -195,6 +197,37 @@ def record_bytes(
     return len(encode_examples(ints, floats)[0]) + FRAMING_BYTES
 
 
+def spill_record_bytes(
+    max_seq_length: int,
+    max_predictions_per_seq: int,
+    masking: str,
+    input_mode: str,
+    vocab_size: int,
+) -> int:
+    """Bytes of a typical record of this kind in a task spill: its compact row
+    (``transforms.compact_columns``) and its shuffle key. The row is a full one: distinct ids
+    below ``min(vocab_size, TYPICAL_ID + 1)``, positions and word starts varying, segment B the
+    second half, masks, labels and weights one."""
+    top = max(1, min(vocab_size, TYPICAL_ID + 1))
+    total = COMPACT_LENGTH_BYTES + SPILL_KEY_BYTES
+    for f in features_of(masking, input_mode):
+        n = f.length(max_seq_length, max_predictions_per_seq)
+        if f.name in ("input_ids", "masked_lm_ids"):
+            values = top - 1 - np.arange(n) % top
+        elif f.name == "masked_lm_positions":
+            values = np.arange(1, n + 1) * (max_seq_length // max(1, n))
+        elif f.name == "segment_ids":
+            values = (np.arange(n) >= n // 2).astype(np.int64)
+        elif f.name == "word_starts":
+            values = (np.arange(n) % 3 != 1).astype(np.int64)
+        elif f.dtype == "float32":
+            values = np.ones(n, dtype=np.float32)
+        else:
+            values = np.ones(n, dtype=np.int64)
+        total += compact_feature_bytes(values)
+    return total
+
+
 @dataclass(frozen=True)
 class OutputEstimate:
     """What a run is expected to write, in records and bytes."""
@@ -235,7 +268,10 @@ def estimate_output(
     framed = record_bytes(max_seq_length, max_predictions_per_seq, masking, input_mode, vocab_size)
     stream = instances * framed
     shards = stream * (GZIP_RATIO if compression == "gzip" else 1.0)
-    spills = (stream + instances * SPILL_KEY_BYTES) * (2 if spill_groups else 1)
+    spilled = spill_record_bytes(
+        max_seq_length, max_predictions_per_seq, masking, input_mode, vocab_size
+    )
+    spills = instances * spilled * (2 if spill_groups else 1)
     token_spill = 0.0
     if tokenized_here:
         token_spill = 4 * documents.total_tokens + 8 * (

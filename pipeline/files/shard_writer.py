@@ -29,9 +29,10 @@ from apache_beam.io.filesystems import FileSystems
 from pipeline.files import direct_io
 from pipeline.files.artifacts import commit, temporary_name
 from pipeline.files.page_cache import FinishedFiles
-from pipeline.files.spills import GroupSpill, TaskSpill, task_offsets
+from pipeline.files.spills import GroupSpill, TaskSpill, spill_schema, task_offsets
 from pipeline.runtime.counters import NAMESPACE, in_global_window
 from pipeline.runtime.per_job import PerJobFn
+from transforms.compact_columns import compact_bounds, frame_compact_rows
 from transforms.framed_examples import frame_bounds, gather_frames
 from transforms.shard_layout import (
     key_ranges,
@@ -49,6 +50,8 @@ TEMP_DIR = ".spill"
 """Where shards are written before the rename (by default; the instances job passes its spill
 directory, which it deletes when done): no shard reader looks into a hidden subdirectory."""
 _WRITE_BYTES = 4 << 20  # bytes per write of a pass's gathered records
+_FRAME_ROWS = 4096
+"""Compact rows framed at a time (a few MB of frames, and of the columns they decode to)."""
 
 
 def shard_name(prefix: str, index: int, num_shards: int, compression: str) -> str:
@@ -135,6 +138,7 @@ class WriteShardFn(beam.DoFn):
         self._offsets: dict | None = None
         self._records_out = 0
         self._spills: object = None  # held, so the cache below is never matched by a new list
+        self._schema = None
         self._finished = FinishedFiles()
         self.last_shard_block_reads = 0
         """Ranged reads of spill files for the last shard written: one per block, any passes."""
@@ -166,6 +170,7 @@ class WriteShardFn(beam.DoFn):
                 else:
                     counts[spill.task] = spill.count
             self._offsets = task_offsets(counts)
+            self._schema = spill_schema(spills)
             self._spills = spills
 
     def write_shards(self, indices: list[int]) -> Iterator[dict]:
@@ -222,10 +227,13 @@ class WriteShardFn(beam.DoFn):
         else:
             opened = FileSystems.create(temp, compression_type=ctype)
         with opened as f:
-            for piece in self._shard_pieces(plan, data):
-                digest.update(piece)
-                f.write(piece)
-                length += len(piece)
+            try:
+                for piece in self._shard_pieces(plan, data):
+                    digest.update(piece)
+                    f.write(piece)
+                    length += len(piece)
+            except ValueError as e:
+                raise ValueError(f"shard {final}: {e}") from e
         written = digest.hexdigest()
         commit(temp, final)
         size = FileSystems.match([final])[0].metadata_list[0].size_in_bytes
@@ -339,7 +347,7 @@ class WriteShardFn(beam.DoFn):
             self.last_shard_block_reads += 1
             length = end - start
             for task_id, r, count, low, high in blocks:
-                bounds = frame_bounds(data, base + low + 8 * count, count)
+                bounds = self._bounds(data, base + low + 8 * count, count)
                 if high > length or bounds[-1] != base + high:
                     raise ValueError(
                         f"spill {path}: a block of {count} records does not end where recorded"
@@ -354,14 +362,29 @@ class WriteShardFn(beam.DoFn):
             return None
         return tuple(np.concatenate(x) for x in (keys, tasks, indices, starts, ends))
 
+    def _bounds(self, data: np.ndarray, pos: int, count: int) -> np.ndarray:
+        """Where ``count`` records laid end to end from ``pos`` start, and where the last ends
+        (-1 when past ``data``): compact rows, or TFRecord frames for spills without a schema."""
+        if self._schema is None:
+            return frame_bounds(data, pos, count)
+        return compact_bounds(data, pos, count)
+
     def _ordered(self, data, keys, tasks, indices, starts, ends) -> Iterator[memoryview]:
-        """The frames ``data[starts[i]:ends[i]]`` ordered by (key, task, index), in pieces."""
+        """The frames of the records ``data[starts[i]:ends[i]]`` ordered by (key, task, index),
+        in pieces: the records themselves, or the frames of their compact rows."""
         order = np.lexsort((indices, tasks, keys))
         self._records_out += len(order)
-        out = gather_frames(data, starts[order], ends[order])
-        view = memoryview(out)
-        for piece in range(0, len(out), _WRITE_BYTES):
-            yield view[piece : piece + _WRITE_BYTES]
+        starts, ends = starts[order], ends[order]
+        if self._schema is None:
+            out = gather_frames(data, starts, ends)
+            view = memoryview(out)
+            for piece in range(0, len(out), _WRITE_BYTES):
+                yield view[piece : piece + _WRITE_BYTES]
+            return
+        for first in range(0, len(order), _FRAME_ROWS):
+            last = first + _FRAME_ROWS
+            framed = frame_compact_rows(data, starts[first:last], ends[first:last], self._schema)
+            yield memoryview(framed.data)
 
 
 def _append_part(f, keys, tasks, indices, data, starts, ends) -> None:

@@ -22,7 +22,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.files.artifacts import commit, temporary_name
-from pipeline.files.spills import GroupSpill, TaskSpill, task_offsets
+from pipeline.files.spills import GroupSpill, TaskSpill, spill_schema, task_offsets
 
 DEFAULT_GROUP_BYTES = 256 << 20
 """Records per group file: large enough that groups are few, small enough to spread over
@@ -95,6 +95,7 @@ class MergeSpillGroupFn(beam.DoFn):
             tuple(spill.task for spill, _ in members),
             tuple(spill.count for spill, _ in members),
             lengths,
+            spill_schema(spill for spill, _ in members),
         )
 
 

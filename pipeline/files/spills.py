@@ -11,17 +11,21 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from transforms.compact_columns import ColumnSchema
+
 
 @dataclass(frozen=True)
 class TaskSpill:
     """The spill file of one task (bucket, dupe pass): ``count`` records, and the byte offset of
-    each residue block (``num_shards + 1`` values)."""
+    each residue block (``num_shards + 1`` values). Its records are compact rows decoded by
+    ``schema`` (``transforms.compact_columns``), or TFRecord frames when ``schema`` is None."""
 
     bucket: int
     dupe: int
     count: int
     path: str
     bounds: np.ndarray
+    schema: ColumnSchema | None = None
 
     @property
     def task(self) -> tuple[int, int]:
@@ -38,6 +42,13 @@ class GroupSpill:
     tasks: tuple[tuple[int, int], ...]
     counts: tuple[int, ...]
     lengths: np.ndarray
+    schema: ColumnSchema | None = None
+    """How its tasks' records decode (``TaskSpill.schema``)."""
+
+    @property
+    def count(self) -> int:
+        """Records in the group file."""
+        return sum(self.counts)
 
     @functools.cached_property
     def _shard_starts(self) -> np.ndarray:
@@ -56,3 +67,13 @@ def task_offsets(task_counts: dict[tuple[int, int], int]) -> dict[tuple[int, int
         offsets[task] = total
         total += task_counts[task]
     return offsets
+
+
+def spill_schema(spills) -> ColumnSchema | None:
+    """The one schema of ``spills``' records (None: TFRecord frames, or no spill holds a
+    record); ValueError when their spills disagree."""
+    schemas = {s.schema for s in spills if s.count and s.schema is not None}
+    framed = any(s.count and s.schema is None for s in spills)
+    if len(schemas) + framed > 1:
+        raise ValueError("the spill files of one job hold records of different layouts")
+    return schemas.pop() if schemas else None

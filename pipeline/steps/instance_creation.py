@@ -26,7 +26,8 @@ from pipeline.runtime.counters import STATS_TAG, CountingDoFn
 from pipeline.runtime.per_job import PerJobFn
 from pipeline.runtime.progress import ProgressReporter
 from pipeline.steps.tokenize_documents import RefTable, load_layout
-from transforms.framed_examples import FramedRecords, residue_spill
+from transforms.compact_columns import CompactRecords, compact_columns
+from transforms.framed_examples import residue_spill
 from transforms.instance_batches import InstanceSettings, TokenTables, record_batches
 from transforms.seeding import stable_hasher
 
@@ -120,8 +121,8 @@ class BucketSlicesFn(CountingDoFn):
 
 
 class CreateInstancesFn(CountingDoFn):
-    """((bucket, dupe), refs path, weight) → TaskSpill: the pass's records, written to
-    ``spill_dir``."""
+    """((bucket, dupe), refs path, weight) → TaskSpill: the pass's records as compact rows
+    (``transforms.compact_columns``: the shard writer frames them), written to ``spill_dir``."""
 
     def __init__(
         self,
@@ -150,20 +151,23 @@ class CreateInstancesFn(CountingDoFn):
         with FileSystems.open(refs_path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
             refs: RefTable = pickle.loads(f.read())
         layout = load_layout(refs)
-        framed: list[FramedRecords] = []
+        rows: list[CompactRecords] = []
         keys: list[int] = []
-        for batch in record_batches(layout, bucket, dupe, self.settings, self._tables, self.stats):
-            framed.append(batch.framed)
+        for batch in record_batches(
+            layout, bucket, dupe, self.settings, self._tables, self.stats, compact_columns
+        ):
+            rows.append(batch.framed)
             keys.extend(batch.order_keys)
-        data, bounds = residue_spill(framed, np.asarray(keys, dtype=np.int64), self._num_shards)
-        del framed
+        schema = rows[0].schema if rows else None
+        data, bounds = residue_spill(rows, np.asarray(keys, dtype=np.int64), self._num_shards)
+        del rows
         path = FileSystems.join(self.spill_dir, f"task-{bucket:06d}-{dupe:04d}.spill")
         # Written by a thread while the next task is created; done before the bundle ends.
         self._writes.submit(functools.partial(write_bytes_atomically, path, data, direct=True))
         del data
         if self.progress is not None:
             self.progress.add(len(refs))
-        yield TaskSpill(bucket, dupe, len(keys), path, bounds)
+        yield TaskSpill(bucket, dupe, len(keys), path, bounds, schema)
 
 
 class AssignBuckets(beam.PTransform):

@@ -24,7 +24,13 @@ def test_warm_up_compiles_every_kernel_into_the_cache(tmp_path):
     )
     assert done.returncode == 0, done.stderr[-2000:]
     cached = {p.name.split(".")[0] for p in (copy / "__pycache__").glob("*.nbi")}
-    assert {"framed_examples", "static_rows", "pair_spans", "token_documents"} <= cached
+    assert {
+        "framed_examples",
+        "static_rows",
+        "pair_spans",
+        "token_documents",
+        "compact_columns",
+    } <= cached
 
 
 def test_an_unknown_kernel_group_is_refused():

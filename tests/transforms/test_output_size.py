@@ -18,13 +18,13 @@ from transforms.instances import (
 )
 from transforms.output_size import (
     MIN_SHARDS,
-    SPILL_KEY_BYTES,
     TARGET_SHARD_BYTES,
     DocumentSizes,
     default_shard_count,
     estimate_output,
     expected_instances,
     record_bytes,
+    spill_record_bytes,
     text_document_sizes,
 )
 from transforms.seeding import python_rng
@@ -89,6 +89,19 @@ def test_record_bytes_follow_the_feature_layout():
     assert record_bytes(128, 20, STATIC, SENTENCE_PAIRS, 100) == static - 128 - 20
 
 
+def test_spilled_records_are_counted_as_compact_rows():
+    """A full seq-128 row spills ~2 bytes per id plus its key: well under half its frame (the
+    sample's records measure ~231 + 8 bytes against ~825 framed)."""
+    static = spill_record_bytes(128, 20, STATIC, SENTENCE_PAIRS, 30522)
+    assert 300 <= static <= 400 and static < 0.5 * record_bytes(
+        128, 20, STATIC, SENTENCE_PAIRS, 30522
+    )
+    assert 1200 <= spill_record_bytes(512, 80, STATIC, SENTENCE_PAIRS, 30522) <= 1600
+    # Ids of a vocab under 256 take one byte each instead of two.
+    assert spill_record_bytes(128, 20, STATIC, SENTENCE_PAIRS, 100) == static - 128 - 20
+    assert spill_record_bytes(128, 20, DYNAMIC, SENTENCE_PAIRS, 30522) > 0
+
+
 def test_estimate_adds_spills_and_token_spill():
     sizes = DocumentSizes(np.array([1000, 500]), np.array([40, 20]))
     kw = dict(
@@ -102,9 +115,8 @@ def test_estimate_adds_spills_and_token_spill():
     )
     plain = estimate_output(sizes, **kw)
     assert plain.shard_bytes == pytest.approx(plain.instances * plain.record_bytes, rel=0.01)
-    assert plain.spill_bytes == pytest.approx(
-        plain.shard_bytes + plain.instances * SPILL_KEY_BYTES, rel=0.01
-    )
+    spilled = spill_record_bytes(128, 20, STATIC, SENTENCE_PAIRS, 30522)
+    assert plain.spill_bytes == pytest.approx(plain.instances * spilled, rel=0.01)
     assert plain.total_bytes == plain.shard_bytes + plain.spill_bytes
     grouped = estimate_output(sizes, **kw, spill_groups=True, tokenized_here=True)
     assert grouped.spill_bytes == pytest.approx(2 * plain.spill_bytes, abs=2)

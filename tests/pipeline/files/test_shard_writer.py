@@ -13,6 +13,8 @@ import pytest
 from pipeline.files.shard_writer import WriteShardFn, _read_batches
 from pipeline.files.spill_groups import MergeSpillGroupFn, group_tasks
 from pipeline.files.spills import TaskSpill, task_offsets
+from transforms.compact_columns import compact_columns
+from transforms.framed_examples import frame_columns, residue_spill
 from transforms.shard_layout import KEY_LIMIT, spill_layout
 from transforms.tfrecord import count_and_hash_records, frame_record
 
@@ -31,6 +33,29 @@ def spills(tmp_path) -> list[TaskSpill]:
             path = tmp_path / f"task-{bucket}-{dupe}.spill"
             path.write_bytes(data)
             out.append(TaskSpill(bucket, dupe, n, str(path), bounds))
+    return out
+
+
+def column_spills(tmp_path, encoder, name: str) -> list[TaskSpill]:
+    """The same records in every call, spilled as ``encoder`` makes them: TFRecord frames
+    (``frame_columns``) or compact rows with their schema (``compact_columns``)."""
+    rng = np.random.default_rng(11)
+    folder = tmp_path / name
+    folder.mkdir()
+    out = []
+    for bucket in range(2):
+        for dupe in range(3):
+            n = int(rng.integers(20, 60))
+            ints = rng.integers(0, 30000, size=(n, 24)).astype(np.int32)
+            ints[:, 8:16] = np.arange(8) < rng.integers(0, 9, size=(n, 1))  # a mask
+            floats = np.ones((n, 3), dtype=np.float32).view(np.uint8)
+            batch = encoder(ints, np.array([0, 8, 16, 24]), floats, np.array([0, 12]), list("abcw"))
+            keys = rng.integers(0, KEY_LIMIT, size=n, dtype=np.int64)
+            data, bounds = residue_spill([batch], keys, NUM_SHARDS)
+            path = folder / f"task-{bucket}-{dupe}.spill"
+            path.write_bytes(data.tobytes())
+            schema = getattr(batch, "schema", None)
+            out.append(TaskSpill(bucket, dupe, n, str(path), bounds, schema))
     return out
 
 
@@ -145,6 +170,44 @@ def test_group_files_give_the_same_shards_with_one_read_per_group(tmp_path):
     again = merge_groups(tmp_path, tasks, target_bytes=1)  # a retry: same files, one per task
     assert len(again) == len(tasks)
     assert not list(tmp_path.glob("*.partial-*"))
+
+
+@pytest.mark.parametrize("buffer_bytes", [1 << 30, 2_000])
+def test_compact_spills_give_the_shards_of_framed_spills(tmp_path, buffer_bytes):
+    """The shard writer frames compact rows as it writes them: the shards the same records
+    give when spilled as frames, in one pass or many, from task or group files."""
+    framed = column_spills(tmp_path, frame_columns, "framed")
+    compact = column_spills(tmp_path, compact_columns, "compact")
+    assert sum(t.bounds[-1] for t in compact) < 0.6 * sum(t.bounds[-1] for t in framed)
+    want, _ = write_all(tmp_path, f"from-framed-{buffer_bytes}", framed, buffer_bytes)
+    got, _ = write_all(tmp_path, f"from-compact-{buffer_bytes}", compact, buffer_bytes)
+    assert [r["content_sha256"] for r in got] == [r["content_sha256"] for r in want]
+    assert [r["records"] for r in got] == [r["records"] for r in want]
+    groups = merge_groups(tmp_path / "compact", compact, target_bytes=2_000)
+    assert {g.schema for g in groups} == {compact[0].schema}
+    grouped, _ = write_all(tmp_path, f"from-groups-{buffer_bytes}", groups, buffer_bytes)
+    assert [r["content_sha256"] for r in grouped] == [r["content_sha256"] for r in want]
+
+
+def test_a_damaged_compact_row_fails_naming_the_shard(tmp_path):
+    tasks = column_spills(tmp_path, compact_columns, "compact")
+    spill = tasks[0]
+    path = Path(spill.path)
+    data = bytearray(path.read_bytes())
+    count = len(range(0, spill.count, NUM_SHARDS))
+    first = int(spill.bounds[0]) + 8 * count  # the first row's length, then its first head
+    data[first + 4] = 0xFF  # a first feature longer than its columns
+    path.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match=r"shard .*instances-00000-of-00003.tfrecord: .*malformed"):
+        write_all(tmp_path, "out", tasks, 1 << 30)
+    assert not list((tmp_path / "out").glob("*.tfrecord"))
+
+
+def test_spills_of_one_job_must_share_one_layout(tmp_path):
+    framed = column_spills(tmp_path, frame_columns, "framed")
+    compact = column_spills(tmp_path, compact_columns, "compact")
+    with pytest.raises(ValueError, match="records of different layouts"):
+        write_all(tmp_path, "mixed", framed[:3] + compact[3:], 1 << 30)
 
 
 def test_results_record_each_file_size_as_written(tmp_path):

@@ -162,7 +162,7 @@ def test_too_little_free_space_warns_naming_path_estimate_and_free_bytes(
     warnings = [m for m in messages if m.startswith("warning:")]
     assert len(warnings) == 1, messages
     assert str(out) in warnings[0] and "bytes free" in warnings[0]
-    assert "expected to write ~2," in warnings[0] and "has 1,536,000 bytes free" in warnings[0]
+    assert "expected to write ~1,8" in warnings[0] and "has 1,536,000 bytes free" in warnings[0]
 
 
 def test_hopelessly_little_free_space_is_refused_before_output_is_touched(
