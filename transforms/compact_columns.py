@@ -16,6 +16,7 @@ them, and the spill carries ~300 bytes per seq-128 record instead of ~830.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numba
@@ -27,6 +28,8 @@ _VARINT_LIMIT = 1 << 28
 """Int feature values must lie in [0, 2**28), as ``frame_columns`` requires."""
 COMPACT_LENGTH_BYTES = 4
 """The little-endian payload length that starts each compact row."""
+FRAME_BATCH_ROWS = 4096
+"""Rows decoded and framed at a time (a few MB of columns and of frames)."""
 _BYTES, _SHORTS, _WORDS, _RUNS = 0, 1, 2, 3
 """A feature's form, the low two bits of its head."""
 
@@ -193,7 +196,8 @@ def _pack(ints, int_bounds, words, word_bounds):
 
 @numba.njit(cache=True, inline="always")
 def _get_feature(buf, pos, end, target) -> int:
-    """Decodes one feature from ``buf[pos:end]`` into ``target`` (zeros); -1 when malformed."""
+    """Decodes one feature from ``buf[pos:end]`` into ``target`` (its columns past the values
+    set to zero); the position after it, or -1 when malformed."""
     head, pos = _get(buf, pos, end)
     if pos < 0:
         return -1
@@ -201,6 +205,7 @@ def _get_feature(buf, pos, end, target) -> int:
     form = np.int64(head & np.uint64(3))
     if t > len(target):
         return -1
+    target[t:] = 0
     if form == _RUNS:
         runs, pos = _get(buf, pos, end)
         if pos < 0:
@@ -240,25 +245,23 @@ def _get_feature(buf, pos, end, target) -> int:
 
 
 @numba.njit(cache=True)
-def _unpack(data, starts, ends, int_bounds, word_bounds):
-    """(ints int32 (n, C), words uint32 (n, W), index of the first malformed row or -1)."""
-    n = len(starts)
-    ints = np.zeros((n, int_bounds[-1]), dtype=np.int32)
-    words = np.zeros((n, word_bounds[-1]), dtype=np.uint32)
-    for r in range(n):
-        pos = starts[r] + 4
+def _unpack_into(data, starts, ends, int_bounds, word_bounds, ints, words) -> int:
+    """Decodes the rows ``data[starts[i]:ends[i]]`` into rows ``i`` of ``ints`` (int32) and
+    ``words`` (uint32); the index of the first malformed row, or -1."""
+    for r in range(len(starts)):
+        pos = starts[r] + COMPACT_LENGTH_BYTES
         end = ends[r]
         for f in range(len(int_bounds) - 1):
             pos = _get_feature(data, pos, end, ints[r, int_bounds[f] : int_bounds[f + 1]])
             if pos < 0:
-                return ints, words, r
+                return r
         for f in range(len(word_bounds) - 1):
             pos = _get_feature(data, pos, end, words[r, word_bounds[f] : word_bounds[f + 1]])
             if pos < 0:
-                return ints, words, r
+                return r
         if pos != end:
-            return ints, words, r
-    return ints, words, -1
+            return r
+    return -1
 
 
 def compact_columns(
@@ -291,27 +294,35 @@ def compact_columns(
 
 
 def frame_compact_rows(
-    data: np.ndarray, starts: np.ndarray, ends: np.ndarray, schema: ColumnSchema
-) -> FramedRecords:
-    """The TFRecord frames of the compact rows ``data[starts[i]:ends[i]]``, in that order: the
-    bytes ``frame_columns`` writes from the columns the rows were made of. ValueError for a row
-    that does not decode to exactly its length."""
-    ints, words, bad = _unpack(
-        data,
-        np.asarray(starts, dtype=np.int64),
-        np.asarray(ends, dtype=np.int64),
-        np.asarray(schema.int_bounds, dtype=np.int64),
-        np.asarray(schema.float_bounds, dtype=np.int64) // 4,
-    )
-    if bad >= 0:
-        raise ValueError(f"compact row {bad} of {len(starts)} is malformed")
-    return frame_columns(
-        ints,
-        np.asarray(schema.int_bounds),
-        words.view(np.uint8),
-        np.asarray(schema.float_bounds),
-        list(schema.names),
-    )
+    data: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    schema: ColumnSchema,
+    batch_rows: int = FRAME_BATCH_ROWS,
+) -> Iterator[np.ndarray]:
+    """The TFRecord frames of the compact rows ``data[starts[i]:ends[i]]``, in that order, in
+    batches of ``batch_rows`` rows (uint8 arrays): the bytes ``frame_columns`` writes from the
+    columns the rows were made of. ValueError for a row that does not decode to exactly its
+    length. The columns are decoded into one buffer, reused from batch to batch."""
+    starts = np.asarray(starts, dtype=np.int64)
+    ends = np.asarray(ends, dtype=np.int64)
+    int_bounds = np.asarray(schema.int_bounds, dtype=np.int64)
+    word_bounds = np.asarray(schema.float_bounds, dtype=np.int64) // 4
+    rows = min(batch_rows, len(starts))
+    ints = np.empty((rows, schema.int_columns), dtype=np.int32)
+    words = np.empty((rows, schema.float_words), dtype=np.uint32)
+    names = list(schema.names)
+    for first in range(0, len(starts), batch_rows):
+        last = min(first + batch_rows, len(starts))
+        n = last - first
+        bad = _unpack_into(
+            data, starts[first:last], ends[first:last], int_bounds, word_bounds, ints, words
+        )
+        if bad >= 0:
+            raise ValueError(f"compact row {first + bad} of {len(starts)} is malformed")
+        yield frame_columns(
+            ints[:n], int_bounds, words[:n].view(np.uint8), 4 * word_bounds, names
+        ).data
 
 
 @numba.njit(cache=True)

@@ -78,7 +78,7 @@ def warm_phases() -> None:
     rows = frame_static_spans(
         layout.tokens, spans, settings, tables, np.random.default_rng(0), Counter(), compact_columns
     )
-    frame_compact_rows(rows.data, rows.offsets[:-1], rows.offsets[1:], rows.schema)
+    list(frame_compact_rows(rows.data, rows.offsets[:-1], rows.offsets[1:], rows.schema))
     compact_bounds(rows.data, 0, len(rows))
     data, _ = residue_spill([framed, framed], np.arange(2 * len(framed)), 2)
     bounds = frame_bounds(framed.data, 0, len(framed))

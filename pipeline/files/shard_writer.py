@@ -5,7 +5,8 @@ creation order within a task. Position ``g`` goes to shard ``g % num_shards`` (s
 ``transforms.shard_layout``), so shard sizes differ by at most one; within a shard, records are
 ordered by a keyed random 63-bit key. Consecutive instances of one document therefore land in
 different shards, and each shard mixes all buckets. A shard writer reads its block from every
-task's spill file, writes under a temporary name in a hidden directory that no shard reader looks
+task's spill file (compact rows, which it frames as it writes them: ``transforms.compact_columns``;
+TFRecord frames, copied as they are, from spills without a schema), writes under a temporary name in a hidden directory that no shard reader looks
 into, renames, then checks what the file holds: an uncompressed shard must be exactly the bytes
 of the frames it located and counted in memory (its size on disk), a gzip shard is read back,
 decompressed, counted and hashed. Its result records the file's size in bytes.
@@ -50,8 +51,6 @@ TEMP_DIR = ".spill"
 """Where shards are written before the rename (by default; the instances job passes its spill
 directory, which it deletes when done): no shard reader looks into a hidden subdirectory."""
 _WRITE_BYTES = 4 << 20  # bytes per write of a pass's gathered records
-_FRAME_ROWS = 4096
-"""Compact rows framed at a time (a few MB of frames, and of the columns they decode to)."""
 
 
 def shard_name(prefix: str, index: int, num_shards: int, compression: str) -> str:
@@ -381,10 +380,8 @@ class WriteShardFn(beam.DoFn):
             for piece in range(0, len(out), _WRITE_BYTES):
                 yield view[piece : piece + _WRITE_BYTES]
             return
-        for first in range(0, len(order), _FRAME_ROWS):
-            last = first + _FRAME_ROWS
-            framed = frame_compact_rows(data, starts[first:last], ends[first:last], self._schema)
-            yield memoryview(framed.data)
+        for framed in frame_compact_rows(data, starts, ends, self._schema):
+            yield memoryview(framed)
 
 
 def _append_part(f, keys, tasks, indices, data, starts, ends) -> None:
