@@ -123,7 +123,9 @@ def _get(buf: np.ndarray, pos: int, end: int) -> tuple[np.uint64, int]:
 
 
 @numba.njit(cache=True, inline="always")
-def _put_feature(buf: np.ndarray, pos: int, values) -> int:
+def _put_feature(buf: np.ndarray, pos: int, values, checked: bool) -> int:
+    """Writes one feature's values at ``pos``; the position after them, or -1 when ``checked``
+    and a value lies outside [0, 2**28)."""
     t = len(values)
     while t > 0 and values[t - 1] == 0:
         t -= 1
@@ -134,6 +136,8 @@ def _put_feature(buf: np.ndarray, pos: int, values) -> int:
         value_or |= values[c]
     for c in range(1, t):
         changes += values[c] != values[c - 1]
+    if checked and (value_or < 0 or value_or >= _VARINT_LIMIT):
+        return -1  # the OR of int32 values is negative exactly when one of them is
     width = 1 if value_or < 256 else (2 if value_or < 65536 else 4)
     if 6 * (changes + 1) < t * width:
         pos = _put(buf, pos, np.uint64(4 * t + _RUNS))
@@ -178,15 +182,14 @@ def _pack(ints, int_bounds, words, word_bounds):
     for r in range(n):
         offsets[r] = pos
         row = ints[r]
-        for c in range(ints.shape[1]):
-            if row[c] < 0 or row[c] >= _VARINT_LIMIT:
-                return out[:0], offsets, r
         start = pos
         pos += 4
         for f in range(len(int_bounds) - 1):
-            pos = _put_feature(out, pos, row[int_bounds[f] : int_bounds[f + 1]])
+            pos = _put_feature(out, pos, row[int_bounds[f] : int_bounds[f + 1]], True)
+            if pos < 0:
+                return out[:0], offsets, r
         for f in range(len(word_bounds) - 1):
-            pos = _put_feature(out, pos, words[r, word_bounds[f] : word_bounds[f + 1]])
+            pos = _put_feature(out, pos, words[r, word_bounds[f] : word_bounds[f + 1]], False)
         length = pos - start - 4
         for k in range(4):
             out[start + k] = (length >> (8 * k)) & 0xFF
