@@ -3,15 +3,17 @@ and shard stages: about a third of the bytes of their ``tf.train.Example`` frame
 
 A record's features are the columns ``frame_columns`` takes (int features, then float features
 as little-endian 32-bit words). A compact row is a 4-byte little-endian payload length, then per
-feature its values up to the last non-zero one (``t`` of them), in one of two forms:
+feature its values up to the last non-zero one (``t`` of them), after a head ``varint(8t + form)``:
 
-- **literal**: ``varint(2t)``, then the ``t`` values as varints (token ids);
-- **runs**: ``varint(2t + 1)``, ``varint(k)``, then ``k`` (value, run length) varint pairs
-  (masks, segment ids, weights: one to three runs), whichever is shorter by the run count.
+- **literal** (forms 0-3): the ``t`` values as little-endian unsigned integers of 1, 2, 3 or 4
+  bytes, the fewest that hold the largest (token ids: 2 bytes for a 30k vocab, 3 up to 16 M);
+- **runs** (form 4): ``varint(k)``, then ``k`` (value, run length) varint pairs (masks, segment
+  ids, weights: one to three runs), when ``6k`` is less than the literal's bytes.
 
-Decoding gives back the same columns exactly, so ``frame_columns`` over them writes the same
-frames the instance stage would have written: the shard stage frames records as it writes
-them, and the spill carries ~300 bytes per seq-128 record instead of ~830.
+Decoding gives back the same columns exactly (a value an int feature cannot hold, a run past its
+feature or bytes past the row are refused), so ``frame_columns`` over them writes the frames the
+instance stage would have written: the shard stage frames records as it writes them, and the
+spill carries ~240 bytes per seq-128 record (its key included) instead of ~830.
 """
 
 from __future__ import annotations
@@ -28,10 +30,12 @@ _VARINT_LIMIT = 1 << 28
 """Int feature values must lie in [0, 2**28), as ``frame_columns`` requires."""
 COMPACT_LENGTH_BYTES = 4
 """The little-endian payload length that starts each compact row."""
-FRAME_BATCH_ROWS = 4096
-"""Rows decoded and framed at a time (a few MB of columns and of frames)."""
-_BYTES, _SHORTS, _WORDS, _RUNS = 0, 1, 2, 3
-"""A feature's form, the low two bits of its head."""
+FRAME_BATCH_BYTES = 4 << 20
+"""Bytes of decoded columns framed at a time (the frames take about as many)."""
+_RUNS = 4
+"""The form of a feature written as runs; forms 0-3 are literals of 1-4 bytes per value."""
+_WORD_LIMIT = 1 << 32
+"""Float feature words are 32-bit."""
 
 
 @dataclass(frozen=True)
@@ -63,10 +67,20 @@ class CompactRecords(FramedRecords):
     """A batch of compact rows laid end to end (row ``i`` is ``data[offsets[i]:offsets[i + 1]]``,
     its 4-byte length included) and the schema they decode by."""
 
-    schema: ColumnSchema | None = None
+    schema: ColumnSchema
 
     def payloads(self) -> list[bytes]:
         raise TypeError("compact rows are not Examples: frame them with frame_compact_rows")
+
+
+@numba.njit(cache=True, inline="always")
+def _literal_width(value_or) -> int:
+    """Bytes per value of a literal feature whose values' OR is ``value_or`` (non-negative)."""
+    if value_or < 256:
+        return 1
+    if value_or < 65536:
+        return 2
+    return 3 if value_or < 16777216 else 4
 
 
 def _varint_bytes(value: int) -> int:
@@ -85,15 +99,15 @@ def compact_feature_bytes(values: np.ndarray) -> int:
     values = values[:t]
     changes = int(np.count_nonzero(values[1:] != values[:-1])) if t else 0
     value_or = int(np.bitwise_or.reduce(values)) if t else 0
-    width = 1 if value_or < 256 else (2 if value_or < 65536 else 4)
+    width = _literal_width(value_or)
     if 6 * (changes + 1) < t * width:
         starts = np.concatenate(([0], np.flatnonzero(values[1:] != values[:-1]) + 1, [t]))
         runs = sum(
             _varint_bytes(values[a]) + _varint_bytes(b - a)
             for a, b in zip(starts[:-1].tolist(), starts[1:].tolist(), strict=True)
         )
-        return _varint_bytes(4 * t + _RUNS) + _varint_bytes(changes + 1) + runs
-    return _varint_bytes(4 * t) + width * t
+        return _varint_bytes(8 * t + _RUNS) + _varint_bytes(changes + 1) + runs
+    return _varint_bytes(8 * t + width - 1) + width * t
 
 
 @numba.njit(cache=True, inline="always")
@@ -138,9 +152,9 @@ def _put_feature(buf: np.ndarray, pos: int, values, checked: bool) -> int:
         changes += values[c] != values[c - 1]
     if checked and (value_or < 0 or value_or >= _VARINT_LIMIT):
         return -1  # the OR of int32 values is negative exactly when one of them is
-    width = 1 if value_or < 256 else (2 if value_or < 65536 else 4)
+    width = _literal_width(value_or)
     if 6 * (changes + 1) < t * width:
-        pos = _put(buf, pos, np.uint64(4 * t + _RUNS))
+        pos = _put(buf, pos, np.uint64(8 * t + _RUNS))
         pos = _put(buf, pos, np.uint64(changes + 1))
         start = 0
         for c in range(1, t + 1):
@@ -149,25 +163,20 @@ def _put_feature(buf: np.ndarray, pos: int, values, checked: bool) -> int:
                 pos = _put(buf, pos, np.uint64(c - start))
                 start = c
         return pos
+    pos = _put(buf, pos, np.uint64(8 * t + width - 1))
+    target = buf[pos : pos + width * t]
     if width == 1:
-        pos = _put(buf, pos, np.uint64(4 * t + _BYTES))
-        target = buf[pos : pos + t]
         for c in range(t):
             target[c] = values[c]
-        return pos + t
-    if width == 2:
-        pos = _put(buf, pos, np.uint64(4 * t + _SHORTS))
-        target = buf[pos : pos + 2 * t]
+    elif width == 2:
         for c in range(t):
             target[2 * c] = values[c] & 0xFF
             target[2 * c + 1] = (values[c] >> 8) & 0xFF
-        return pos + 2 * t
-    pos = _put(buf, pos, np.uint64(4 * t + _WORDS))
-    target = buf[pos : pos + 4 * t]
-    for c in range(t):
-        for k in range(4):
-            target[4 * c + k] = (values[c] >> (8 * k)) & 0xFF
-    return pos + 4 * t
+    else:
+        for c in range(t):
+            for k in range(width):
+                target[width * c + k] = (values[c] >> (8 * k)) & 0xFF
+    return pos + width * t
 
 
 @numba.njit(cache=True)
@@ -175,7 +184,11 @@ def _pack(ints, int_bounds, words, word_bounds):
     """(rows end to end, n + 1 offsets, index of the first row with an int value outside
     [0, 2**28) or -1)."""
     n = ints.shape[0]
-    width = 4 + 5 * (ints.shape[1] + 2 * words.shape[1]) + 10 * (len(int_bounds) + len(word_bounds))
+    # Bytes a row can take at most: a literal value 4 bytes (a word's run value 5 and its
+    # length up to 3 as varints, only when 6 runs take fewer bytes than the literal), and two
+    # varints of at most 10 bytes per feature.
+    features = len(int_bounds) + len(word_bounds)
+    width = 4 + 5 * ints.shape[1] + 6 * words.shape[1] + 20 * features
     out = np.empty(n * width, dtype=np.uint8)
     offsets = np.empty(n + 1, dtype=np.int64)
     pos = 0
@@ -198,15 +211,16 @@ def _pack(ints, int_bounds, words, word_bounds):
 
 
 @numba.njit(cache=True, inline="always")
-def _get_feature(buf, pos, end, target) -> int:
+def _get_feature(buf, pos, end, target, limit) -> int:
     """Decodes one feature from ``buf[pos:end]`` into ``target`` (its columns past the values
-    set to zero); the position after it, or -1 when malformed."""
+    set to zero); the position after it, or -1 when malformed: cut short, more values than
+    columns, runs that do not add up to them, or a value of ``limit`` or more."""
     head, pos = _get(buf, pos, end)
     if pos < 0:
         return -1
-    t = np.int64(head >> np.uint64(2))
-    form = np.int64(head & np.uint64(3))
-    if t > len(target):
+    t = np.int64(head >> np.uint64(3))
+    form = np.int64(head & np.uint64(7))
+    if t > len(target) or form > _RUNS:
         return -1
     target[t:] = 0
     if form == _RUNS:
@@ -216,16 +230,15 @@ def _get_feature(buf, pos, end, target) -> int:
         c = 0
         for _ in range(runs):
             value, pos = _get(buf, pos, end)
-            if pos < 0:
+            if pos < 0 or value >= limit:
                 return -1
             count, pos = _get(buf, pos, end)
-            if pos < 0 or c + np.int64(count) > t:
-                return -1
-            for k in range(np.int64(count)):
-                target[c + k] = value
+            if pos < 0 or count == 0 or count > np.uint64(t - c):
+                return -1  # every run holds a value at least, and they end at ``t``
+            target[c : c + np.int64(count)] = value
             c += np.int64(count)
         return pos if c == t else -1
-    width = 1 if form == _BYTES else (2 if form == _SHORTS else 4)
+    width = form + 1
     if pos + width * t > end:
         return -1
     source = buf[pos : pos + width * t]
@@ -238,12 +251,12 @@ def _get_feature(buf, pos, end, target) -> int:
             out[c] = np.uint32(source[2 * c]) | (np.uint32(source[2 * c + 1]) << 8)
     else:
         for c in range(t):
-            out[c] = (
-                np.uint32(source[4 * c])
-                | (np.uint32(source[4 * c + 1]) << 8)
-                | (np.uint32(source[4 * c + 2]) << 16)
-                | (np.uint32(source[4 * c + 3]) << 24)
-            )
+            value = np.uint64(0)
+            for k in range(width):
+                value |= np.uint64(source[width * c + k]) << np.uint64(8 * k)
+            if value >= limit:
+                return -1
+            out[c] = value
     return pos + width * t
 
 
@@ -251,15 +264,21 @@ def _get_feature(buf, pos, end, target) -> int:
 def _unpack_into(data, starts, ends, int_bounds, word_bounds, ints, words) -> int:
     """Decodes the rows ``data[starts[i]:ends[i]]`` into rows ``i`` of ``ints`` (int32) and
     ``words`` (uint32); the index of the first malformed row, or -1."""
+    int_limit = np.uint64(_VARINT_LIMIT)
+    word_limit = np.uint64(_WORD_LIMIT)
     for r in range(len(starts)):
         pos = starts[r] + COMPACT_LENGTH_BYTES
         end = ends[r]
         for f in range(len(int_bounds) - 1):
-            pos = _get_feature(data, pos, end, ints[r, int_bounds[f] : int_bounds[f + 1]])
+            pos = _get_feature(
+                data, pos, end, ints[r, int_bounds[f] : int_bounds[f + 1]], int_limit
+            )
             if pos < 0:
                 return r
         for f in range(len(word_bounds) - 1):
-            pos = _get_feature(data, pos, end, words[r, word_bounds[f] : word_bounds[f + 1]])
+            pos = _get_feature(
+                data, pos, end, words[r, word_bounds[f] : word_bounds[f + 1]], word_limit
+            )
             if pos < 0:
                 return r
         if pos != end:
@@ -279,6 +298,8 @@ def compact_columns(
     schema = ColumnSchema(
         tuple(names), tuple(int(b) for b in int_bounds), tuple(int(b) for b in float_bounds)
     )
+    if ints.dtype != np.int32 and ints.size and (ints.min() < 0 or ints.max() >= _VARINT_LIMIT):
+        raise ValueError("int feature values must lie in [0, 2**28)")
     ints = np.ascontiguousarray(ints, dtype=np.int32)
     floats = np.ascontiguousarray(floats, dtype=np.uint8)
     n = len(ints)
@@ -296,21 +317,33 @@ def compact_columns(
     return CompactRecords(data, offsets, schema)
 
 
+class MalformedRow(ValueError):
+    """A compact row that does not decode to exactly its length; ``row`` is its index among
+    the rows given."""
+
+    def __init__(self, row: int, rows: int) -> None:
+        super().__init__(f"compact row {row} of {rows} is malformed")
+        self.row = row
+
+
 def frame_compact_rows(
     data: np.ndarray,
     starts: np.ndarray,
     ends: np.ndarray,
     schema: ColumnSchema,
-    batch_rows: int = FRAME_BATCH_ROWS,
+    batch_rows: int | None = None,
 ) -> Iterator[np.ndarray]:
     """The TFRecord frames of the compact rows ``data[starts[i]:ends[i]]``, in that order, in
-    batches of ``batch_rows`` rows (uint8 arrays): the bytes ``frame_columns`` writes from the
-    columns the rows were made of. ValueError for a row that does not decode to exactly its
-    length. The columns are decoded into one buffer, reused from batch to batch."""
+    batches of ``batch_rows`` rows (default: ``FRAME_BATCH_BYTES`` of decoded columns) as uint8
+    arrays: the bytes ``frame_columns`` writes from the columns the rows were made of.
+    ``MalformedRow`` for a row that does not decode to exactly its length. The columns are
+    decoded into one buffer, reused from batch to batch."""
     starts = np.asarray(starts, dtype=np.int64)
     ends = np.asarray(ends, dtype=np.int64)
     int_bounds = np.asarray(schema.int_bounds, dtype=np.int64)
     word_bounds = np.asarray(schema.float_bounds, dtype=np.int64) // 4
+    row_bytes = 4 * (schema.int_columns + schema.float_words)
+    batch_rows = batch_rows or max(1, FRAME_BATCH_BYTES // max(1, row_bytes))
     rows = min(batch_rows, len(starts))
     ints = np.empty((rows, schema.int_columns), dtype=np.int32)
     words = np.empty((rows, schema.float_words), dtype=np.uint32)
@@ -322,7 +355,7 @@ def frame_compact_rows(
             data, starts[first:last], ends[first:last], int_bounds, word_bounds, ints, words
         )
         if bad >= 0:
-            raise ValueError(f"compact row {first + bad} of {len(starts)} is malformed")
+            raise MalformedRow(first + bad, len(starts))
         yield frame_columns(
             ints[:n], int_bounds, words[:n].view(np.uint8), 4 * word_bounds, names
         ).data

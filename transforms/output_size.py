@@ -205,10 +205,10 @@ def spill_record_bytes(
     vocab_size: int,
 ) -> int:
     """Bytes of a typical record of this kind in a task spill: its compact row
-    (``transforms.compact_columns``) and its shuffle key. The row is a full one: distinct ids
-    below ``min(vocab_size, TYPICAL_ID + 1)``, positions and word starts varying, segment B the
-    second half, masks, labels and weights one."""
-    top = max(1, min(vocab_size, TYPICAL_ID + 1))
+    (``transforms.compact_columns``) and its shuffle key. The row is a full one: distinct ids up
+    to the vocab's last (which sets the bytes per id), positions and word starts varying,
+    segment B the second half, masks, labels and weights one."""
+    top = max(1, vocab_size)
     total = COMPACT_LENGTH_BYTES + SPILL_KEY_BYTES
     for f in features_of(masking, input_mode):
         n = f.length(max_seq_length, max_predictions_per_seq)

@@ -6,8 +6,9 @@ creation order within a task. Position ``g`` goes to shard ``g % num_shards`` (s
 ordered by a keyed random 63-bit key. Consecutive instances of one document therefore land in
 different shards, and each shard mixes all buckets. A shard writer reads its block from every
 task's spill file (compact rows, which it frames as it writes them: ``transforms.compact_columns``;
-TFRecord frames, copied as they are, from spills without a schema), writes under a temporary name in a hidden directory that no shard reader looks
-into, renames, then checks what the file holds: an uncompressed shard must be exactly the bytes
+TFRecord frames, copied as they are, from spills without a schema), writes under a temporary
+name in a hidden directory that no shard reader looks into, renames, then checks what the file
+holds: an uncompressed shard must be exactly the bytes
 of the frames it located and counted in memory (its size on disk), a gzip shard is read back,
 decompressed, counted and hashed. Its result records the file's size in bytes.
 """
@@ -33,7 +34,7 @@ from pipeline.files.page_cache import FinishedFiles
 from pipeline.files.spills import GroupSpill, TaskSpill, spill_schema, task_offsets
 from pipeline.runtime.counters import NAMESPACE, in_global_window
 from pipeline.runtime.per_job import PerJobFn
-from transforms.compact_columns import compact_bounds, frame_compact_rows
+from transforms.compact_columns import MalformedRow, compact_bounds, frame_compact_rows
 from transforms.framed_examples import frame_bounds, gather_frames
 from transforms.shard_layout import (
     key_ranges,
@@ -51,6 +52,10 @@ TEMP_DIR = ".spill"
 """Where shards are written before the rename (by default; the instances job passes its spill
 directory, which it deletes when done): no shard reader looks into a hidden subdirectory."""
 _WRITE_BYTES = 4 << 20  # bytes per write of a pass's gathered records
+FRAMED_PER_COMPACT_BYTE = 3
+"""About how many bytes of TFRecord frames a byte of compact spill rows makes (2.9-3.5 for
+static records of a 30k vocab, ~2.4 for a vocab over 65,536 ids): what decides whether a shard
+is large before its frames exist."""
 
 
 def shard_name(prefix: str, index: int, num_shards: int, compression: str) -> str:
@@ -104,6 +109,8 @@ class _ShardPlan:
     reads: list
     passes: int
     batches: list[list]
+    large: bool
+    """Expected to hold more bytes than the buffer: written around the page cache."""
 
 
 class WriteShardFn(beam.DoFn):
@@ -199,12 +206,13 @@ class WriteShardFn(beam.DoFn):
             batches = [reads] if reads else []
         else:
             batches = _read_batches(reads, max(1, self._buffer_bytes // 2))
-        return _ShardPlan(index, reads, passes, batches)
+        framed = shard_bytes * (1 if self._schema is None else FRAMED_PER_COMPACT_BYTE)
+        return _ShardPlan(index, reads, passes, batches, framed > self._buffer_bytes)
 
     def _write_shard(self, plan: _ShardPlan, data: np.ndarray | None) -> dict:
         """Writes one shard (``data``: its first read batch, already read, or None) and
         verifies it."""
-        index, reads, passes = plan.index, plan.reads, plan.passes
+        index, reads = plan.index, plan.reads
         expected = sum(b[2] for r in reads for b in r[3])
         self.last_shard_block_reads = 0
         if self._shard_names:
@@ -219,7 +227,7 @@ class WriteShardFn(beam.DoFn):
         digest = hashlib.sha256()
         self._records_out = 0
         length = 0
-        if self._compression == "none" and passes > 1:
+        if self._compression == "none" and plan.large:
             # Larger than the buffer: written faster than the device takes it back through the
             # cache, the pages would come fresh (pipeline.files.page_cache); write around it.
             opened = direct_io.create(temp)
@@ -380,8 +388,17 @@ class WriteShardFn(beam.DoFn):
             for piece in range(0, len(out), _WRITE_BYTES):
                 yield view[piece : piece + _WRITE_BYTES]
             return
-        for framed in frame_compact_rows(data, starts, ends, self._schema):
-            yield memoryview(framed)
+        try:
+            for framed in frame_compact_rows(data, starts, ends, self._schema):
+                view = memoryview(framed)
+                for piece in range(0, len(framed), _WRITE_BYTES):
+                    yield view[piece : piece + _WRITE_BYTES]
+        except MalformedRow as e:
+            task = int(tasks[order][e.row])
+            raise ValueError(
+                f"a compact row of task (bucket {task >> 20}, dupe {task & 0xFFFFF}) is "
+                "malformed: its spill file is damaged"
+            ) from e
 
 
 def _append_part(f, keys, tasks, indices, data, starts, ends) -> None:

@@ -158,7 +158,10 @@ class CreateInstancesFn(CountingDoFn):
         ):
             rows.append(batch.framed)
             keys.extend(batch.order_keys)
-        schema = rows[0].schema if rows else None
+        schemas = {batch.schema for batch in rows}
+        if len(schemas) > 1:
+            raise RuntimeError(f"task ({bucket}, {dupe}): its batches have different layouts")
+        schema = schemas.pop() if schemas else None
         data, bounds = residue_spill(rows, np.asarray(keys, dtype=np.int64), self._num_shards)
         del rows
         path = FileSystems.join(self.spill_dir, f"task-{bucket:06d}-{dupe:04d}.spill")

@@ -13,6 +13,7 @@ from transforms.compact_columns import (
     COMPACT_LENGTH_BYTES,
     ColumnSchema,
     CompactRecords,
+    MalformedRow,
     compact_bounds,
     compact_columns,
     compact_feature_bytes,
@@ -120,6 +121,61 @@ def test_malformed_rows_are_refused():
     damaged[starts[0] + 4 :] = 0xFF  # varints that never end
     with pytest.raises(ValueError, match="compact row 0 of 5 is malformed"):
         list(frame_compact_rows(damaged, starts, ends, schema))
+
+
+def one_row(payload: bytes) -> np.ndarray:
+    return np.frombuffer(len(payload).to_bytes(4, "little") + payload, dtype=np.uint8)
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        bytes([0x24, 0x01, 0x05]) + b"\xff" * 9 + b"\x01",  # a run of 2**63 values
+        bytes([0x24, 0x02, 0x05, 0x00, 0x05, 0x04]),  # a run of none
+        bytes([0x24, 0x01, 0x05, 0x03]),  # runs that stop short of the feature
+        bytes([0x24, 0x02, 0x05, 0x03, 0x06, 0x02]),  # runs past it
+        bytes([0x24, 0x01, 0x80, 0x80, 0x80, 0x80, 0x01, 0x04]),  # a run of 2**28
+        bytes([0x0B, 0x00, 0x00, 0x00, 0x10]),  # a 4-byte literal of 2**28
+        bytes([0x0B, 0xFF, 0xFF, 0xFF, 0xFF]),  # and of 2**32 - 1 (negative as int32)
+        bytes([0x0D, 0x01]),  # an unknown form
+        bytes([0x2B, 0x01]),  # five values in four columns
+        bytes([0x0B, 0x01, 0x00, 0x00]),  # a literal cut short
+        bytes([0x80]),  # a head cut short
+        b"",  # no head at all
+    ],
+)
+def test_hand_made_malformed_rows_are_refused_without_writing_past_the_row(payload):
+    schema = ColumnSchema(("a",), (0, 4), (0,))
+    data = one_row(payload)
+    with pytest.raises(MalformedRow, match="compact row 0 of 1 is malformed"):
+        list(frame_compact_rows(data, [0], [len(data)], schema))
+    good = one_row(bytes([0x0B, 0x01, 0x00, 0x00, 0x00]))  # [1, 0, 0, 0]
+    (framed,) = frame_compact_rows(good, [0], [len(good)], schema)
+    want = frame_columns(
+        np.array([[1, 0, 0, 0]], np.int32), [0, 4], np.zeros((1, 0), np.uint8), [0], ["a"]
+    )
+    assert framed.tobytes() == want.data.tobytes()
+
+
+def test_features_without_columns_and_rows_without_floats():
+    """A feature of width 0 (e.g. no prediction slots) and a batch with no float features."""
+    ints = np.array([[7, 8, 0], [0, 0, 0]], dtype=np.int32)
+    args = (
+        ints,
+        np.array([0, 2, 2, 3]),
+        np.zeros((2, 0), np.uint8),
+        np.array([0]),
+        ["a", "b", "c"],
+    )
+    rows = compact_columns(*args)
+    assert reframed(rows) == frame_columns(*args).data.tobytes()
+    assert np.diff(rows.offsets).tolist() == [4 + 3 + 1 + 1, 4 + 1 + 1 + 1]
+
+
+def test_int64_columns_out_of_int32_range_are_refused_not_wrapped():
+    ints = np.array([[1, 1 << 32]], dtype=np.int64)  # would wrap to [1, 0] as int32
+    with pytest.raises(ValueError, match=r"must lie in \[0, 2\*\*28\)"):
+        compact_columns(ints, np.array([0, 2]), np.zeros((1, 0), np.uint8), np.array([0]), ["a"])
 
 
 def test_values_out_of_range_are_refused_naming_their_feature():

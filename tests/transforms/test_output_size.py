@@ -97,9 +97,12 @@ def test_spilled_records_are_counted_as_compact_rows():
         128, 20, STATIC, SENTENCE_PAIRS, 30522
     )
     assert 1200 <= spill_record_bytes(512, 80, STATIC, SENTENCE_PAIRS, 30522) <= 1600
-    # Ids of a vocab under 256 take one byte each instead of two.
+    # Ids of a vocab under 256 take one byte each, over 65,536 three, instead of two.
     assert spill_record_bytes(128, 20, STATIC, SENTENCE_PAIRS, 100) == static - 128 - 20
-    assert spill_record_bytes(128, 20, DYNAMIC, SENTENCE_PAIRS, 30522) > 0
+    assert spill_record_bytes(128, 20, STATIC, SENTENCE_PAIRS, 119547) == static + 128 + 20
+    # Word starts vary within the row: a byte each, no runs.
+    dynamic = spill_record_bytes(128, 20, DYNAMIC, SENTENCE_PAIRS, 30522)
+    assert 2 * 128 + 128 < dynamic < 0.6 * record_bytes(128, 20, DYNAMIC, SENTENCE_PAIRS, 30522)
 
 
 def test_estimate_adds_spills_and_token_spill():

@@ -48,6 +48,7 @@ def column_spills(tmp_path, encoder, name: str) -> list[TaskSpill]:
             n = int(rng.integers(20, 60))
             ints = rng.integers(0, 30000, size=(n, 24)).astype(np.int32)
             ints[:, 8:16] = np.arange(8) < rng.integers(0, 9, size=(n, 1))  # a mask
+            ints[:, 16:20] = rng.integers(0, 1 << 28, size=(n, 4))  # 4-byte literals
             floats = np.ones((n, 3), dtype=np.float32).view(np.uint8)
             batch = encoder(ints, np.array([0, 8, 16, 24]), floats, np.array([0, 12]), list("abcw"))
             keys = rng.integers(0, KEY_LIMIT, size=n, dtype=np.int64)
@@ -198,7 +199,11 @@ def test_a_damaged_compact_row_fails_naming_the_shard(tmp_path):
     first = int(spill.bounds[0]) + 8 * count  # the first row's length, then its first head
     data[first + 4] = 0xFF  # a first feature longer than its columns
     path.write_bytes(bytes(data))
-    with pytest.raises(ValueError, match=r"shard .*instances-00000-of-00003.tfrecord: .*malformed"):
+    with pytest.raises(
+        ValueError,
+        match=r"shard .*instances-00000-of-00003.tfrecord: a compact row of task \(bucket 0, "
+        r"dupe 0\) is malformed: its spill file is damaged",
+    ):
         write_all(tmp_path, "out", tasks, 1 << 30)
     assert not list((tmp_path / "out").glob("*.tfrecord"))
 
@@ -314,3 +319,17 @@ def test_shards_larger_than_the_buffer_are_written_around_the_page_cache(tmp_pat
     fn = WriteShardFn(str(out), "instances", NUM_SHARDS, "gzip", buffer_bytes=2_000)
     write_bundle(fn, range(NUM_SHARDS), tasks)
     assert direct == []
+
+
+def test_a_compact_shard_is_large_by_the_frames_it_will_hold(tmp_path):
+    """Compact rows frame to ~3x their bytes: a shard whose spill fits the buffer in one pass
+    may still be written around the page cache."""
+    compact = column_spills(tmp_path, compact_columns, "compact")
+    probe = WriteShardFn(str(tmp_path), "instances", NUM_SHARDS, "none")
+    probe._use(compact)
+    spilled = sum(r[2] - r[1] for r in probe._plan(0).reads)
+    for buffer_bytes, large in ((2 * spilled, True), (4 * spilled, False)):
+        fn = WriteShardFn(str(tmp_path), "instances", NUM_SHARDS, "none", buffer_bytes=buffer_bytes)
+        fn._use(compact)
+        plan = fn._plan(0)
+        assert (plan.passes, plan.large) == (1, large)
