@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from transforms.framed_examples import FramedRecords, frame_columns
+from transforms.framed_examples import FramedRecords, frame_columns, prefixed_bounds
 
 _VARINT_LIMIT = 1 << 28
 """Int feature values must lie in [0, 2**28), as ``frame_columns`` requires."""
@@ -363,21 +363,6 @@ def frame_compact_rows(
 
 @numba.njit(cache=True)
 def compact_bounds(data: np.ndarray, pos: int, count: int) -> np.ndarray:
-    """Where each of ``count`` compact rows laid end to end from ``pos`` in ``data`` (uint8)
-    starts, and where the last one ends (``count + 1`` offsets); -1 as the last offset when a
-    row runs past the end of ``data`` (``frame_bounds`` for compact rows)."""
-    out = np.empty(count + 1, dtype=np.int64)
-    for i in range(count):
-        out[i] = pos
-        if pos + 4 > len(data):
-            out[count] = -1
-            return out
-        length = np.int64(0)
-        for k in range(4):
-            length |= np.int64(data[pos + k]) << (8 * k)
-        pos += 4 + length
-        if pos > len(data):
-            out[count] = -1
-            return out
-    out[count] = pos
-    return out
+    """``prefixed_bounds`` of compact rows (``frame_bounds`` for them): where each of ``count``
+    rows from ``pos`` starts and the last one ends, -1 last when a row runs past ``data``."""
+    return prefixed_bounds(data, pos, count, COMPACT_LENGTH_BYTES, COMPACT_LENGTH_BYTES, 4)

@@ -387,26 +387,36 @@ def residue_spill(batches: list[FramedRecords], keys: np.ndarray, num_shards: in
     return out, bounds
 
 
-@numba.njit(cache=True)
-def frame_bounds(data: np.ndarray, pos: int, count: int) -> np.ndarray:
-    """Where each of ``count`` TFRecord frames laid end to end from ``pos`` in ``data`` (uint8)
-    starts, and where the last one ends (``count + 1`` offsets); -1 as the last offset when a
-    frame runs past the end of ``data``. Lengths are read, checksums are not checked."""
+@numba.njit(cache=True, inline="always")
+def prefixed_bounds(
+    data: np.ndarray, pos: int, count: int, length_bytes: int, header: int, extra: int
+) -> np.ndarray:
+    """Where each of ``count`` records laid end to end from ``pos`` in ``data`` (uint8) starts,
+    and where the last one ends (``count + 1`` offsets); -1 as the last offset when a record runs
+    past the end of ``data``. A record starts with its little-endian length in ``length_bytes``,
+    within a ``header`` of that many bytes, and takes ``extra`` bytes besides that length."""
     out = np.empty(count + 1, dtype=np.int64)
     for i in range(count):
         out[i] = pos
-        if pos + 12 > len(data):
+        if pos + header > len(data):
             out[count] = -1
             return out
         length = np.int64(0)
-        for k in range(8):
+        for k in range(length_bytes):
             length |= np.int64(data[pos + k]) << (8 * k)
-        pos += 16 + length
+        pos += extra + length
         if pos > len(data):
             out[count] = -1
             return out
     out[count] = pos
     return out
+
+
+@numba.njit(cache=True)
+def frame_bounds(data: np.ndarray, pos: int, count: int) -> np.ndarray:
+    """``prefixed_bounds`` of TFRecord frames (8-byte length, 12-byte header, 16 bytes of framing):
+    lengths are read, checksums are not checked."""
+    return prefixed_bounds(data, pos, count, 8, 12, 16)
 
 
 @numba.njit(cache=True)
