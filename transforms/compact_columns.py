@@ -24,7 +24,8 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from transforms.framed_examples import FramedRecords, frame_columns, prefixed_bounds
+from transforms.example_encoding import varint
+from transforms.framed_examples import FramedRecords, frame_columns, prefixed_bounds, put_varint
 
 _VARINT_LIMIT = 1 << 28
 """Int feature values must lie in [0, 2**28), as ``frame_columns`` requires."""
@@ -73,8 +74,7 @@ class CompactRecords(FramedRecords):
         raise TypeError("compact rows are not Examples: frame them with frame_compact_rows")
 
 
-@numba.njit(cache=True, inline="always")
-def _literal_width(value_or) -> int:
+def literal_width(value_or: int) -> int:
     """Bytes per value of a literal feature whose values' OR is ``value_or`` (non-negative)."""
     if value_or < 256:
         return 1
@@ -83,8 +83,13 @@ def _literal_width(value_or) -> int:
     return 3 if value_or < 16777216 else 4
 
 
+_literal_width = numba.njit(cache=True, inline="always")(literal_width)
+"""``literal_width`` for the kernels (the estimate calls the plain one: no compiled code in the
+launcher)."""
+
+
 def _varint_bytes(value: int) -> int:
-    return max(1, (int(value).bit_length() + 6) // 7)
+    return len(varint(int(value)))
 
 
 def compact_feature_bytes(values: np.ndarray) -> int:
@@ -99,7 +104,7 @@ def compact_feature_bytes(values: np.ndarray) -> int:
     values = values[:t]
     changes = int(np.count_nonzero(values[1:] != values[:-1])) if t else 0
     value_or = int(np.bitwise_or.reduce(values)) if t else 0
-    width = _literal_width(value_or)
+    width = literal_width(value_or)
     if 6 * (changes + 1) < t * width:
         starts = np.concatenate(([0], np.flatnonzero(values[1:] != values[:-1]) + 1, [t]))
         runs = sum(
@@ -108,16 +113,6 @@ def compact_feature_bytes(values: np.ndarray) -> int:
         )
         return _varint_bytes(8 * t + _RUNS) + _varint_bytes(changes + 1) + runs
     return _varint_bytes(8 * t + width - 1) + width * t
-
-
-@numba.njit(cache=True, inline="always")
-def _put(buf: np.ndarray, pos: int, value: np.uint64) -> int:
-    while value >= 128:
-        buf[pos] = (value & 0x7F) | 0x80
-        value >>= np.uint64(7)
-        pos += 1
-    buf[pos] = value
-    return pos + 1
 
 
 @numba.njit(cache=True, inline="always")
@@ -154,16 +149,16 @@ def _put_feature(buf: np.ndarray, pos: int, values, checked: bool) -> int:
         return -1  # the OR of int32 values is negative exactly when one of them is
     width = _literal_width(value_or)
     if 6 * (changes + 1) < t * width:
-        pos = _put(buf, pos, np.uint64(8 * t + _RUNS))
-        pos = _put(buf, pos, np.uint64(changes + 1))
+        pos = put_varint(buf, pos, np.int64(8 * t + _RUNS))
+        pos = put_varint(buf, pos, np.int64(changes + 1))
         start = 0
         for c in range(1, t + 1):
             if c == t or values[c] != values[start]:
-                pos = _put(buf, pos, np.uint64(values[start]))
-                pos = _put(buf, pos, np.uint64(c - start))
+                pos = put_varint(buf, pos, np.int64(values[start]))
+                pos = put_varint(buf, pos, np.int64(c - start))
                 start = c
         return pos
-    pos = _put(buf, pos, np.uint64(8 * t + width - 1))
+    pos = put_varint(buf, pos, np.int64(8 * t + width - 1))
     target = buf[pos : pos + width * t]
     if width == 1:
         for c in range(t):

@@ -46,7 +46,8 @@ def _varint_len(value: int) -> int:
 
 
 @numba.njit(cache=True, inline="always")
-def _put_varint(buf: np.ndarray, pos: int, value: int) -> int:
+def put_varint(buf: np.ndarray, pos: int, value: int) -> int:
+    """Writes the varint of ``value`` (non-negative) at ``buf[pos]``; the position after it."""
     if value < 128:
         buf[pos] = value
         return pos + 1
@@ -189,7 +190,7 @@ def _encode(ints, int_bounds, floats, float_bounds, keys, key_bounds):
         pos = _put_masked_crc(out, pos + 8, pos, pos + 8)
         data_start = pos
         out[pos] = _TAG_FIELD1
-        pos = _put_varint(out, pos + 1, feature_lens[r])
+        pos = put_varint(out, pos + 1, feature_lens[r])
         for f in range(n_int + n_float):
             key_len = key_bounds[f + 1] - key_bounds[f]
             if f < n_int:
@@ -202,15 +203,15 @@ def _encode(ints, int_bounds, floats, float_bounds, keys, key_bounds):
             feature = 1 + _varint_len(value_list) + value_list
             entry = key_len + 1 + _varint_len(feature) + feature
             out[pos] = _TAG_FIELD1
-            pos = _put_varint(out, pos + 1, entry)
+            pos = put_varint(out, pos + 1, entry)
             copy_elements(out, pos, keys, key_bounds[f], key_len)
             pos += key_len
             out[pos] = _TAG_FIELD2
-            pos = _put_varint(out, pos + 1, feature)
+            pos = put_varint(out, pos + 1, feature)
             out[pos] = kind
-            pos = _put_varint(out, pos + 1, value_list)
+            pos = put_varint(out, pos + 1, value_list)
             out[pos] = _TAG_FIELD1
-            pos = _put_varint(out, pos + 1, payload)
+            pos = put_varint(out, pos + 1, payload)
             if f < n_int:
                 values = row[int_bounds[f] : int_bounds[f + 1]]
                 value_or = value_ors[r, f]  # in [0, 2**28): the size pass raised otherwise

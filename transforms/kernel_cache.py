@@ -30,7 +30,7 @@ def warm(groups: tuple[str, ...] = KERNEL_GROUPS) -> None:
 
 def warm_phases() -> None:
     """Calls the instance phases' kernels once, on a tiny bucket."""
-    from transforms.compact_columns import compact_columns
+    from transforms.compact_columns import compact_bounds, compact_columns, frame_compact_rows
     from transforms.framed_examples import (
         count_frames,
         frame_bounds,
@@ -73,8 +73,6 @@ def warm_phases() -> None:
 
     pack_span_rows(layout.tokens, spans, 1, 2, 32)
     frame_examples({"ids": np.zeros((1, 2), np.int64)}, {"w": np.zeros((1, 1), np.float32)})
-    from transforms.compact_columns import compact_bounds, frame_compact_rows
-
     rows = frame_static_spans(
         layout.tokens, spans, settings, tables, np.random.default_rng(0), Counter(), compact_columns
     )

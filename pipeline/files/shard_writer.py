@@ -8,9 +8,9 @@ different shards, and each shard mixes all buckets. A shard writer reads its blo
 task's spill file (compact rows, which it frames as it writes them: ``transforms.compact_columns``;
 TFRecord frames, copied as they are, from spills without a schema), writes under a temporary
 name in a hidden directory that no shard reader looks into, renames, then checks what the file
-holds: an uncompressed shard must be exactly the bytes
-of the frames it located and counted in memory (its size on disk), a gzip shard is read back,
-decompressed, counted and hashed. Its result records the file's size in bytes.
+holds: an uncompressed shard must be exactly the bytes of the frames it located and counted in
+memory (its size on disk), a gzip shard is read back, decompressed, counted and hashed. Its
+result records the file's size in bytes.
 """
 
 from __future__ import annotations
