@@ -151,7 +151,6 @@ _IMAGE_OPTION = re.compile(
     r"|\d*(?:x\d+)?\s*px|(?:upright|alt|link|page|class|lang)\s*=.*)\s*",
     re.IGNORECASE,
 )
-_UNPARSED = ("{{", "}}", "[[", "]]")
 _INTERLANGUAGE = re.compile(r"[a-z]{2,3}(?:-[a-z0-9]+)*|simple")
 # A line starting with a space, within one text node (a cut mark is a node boundary).
 _PREFORMATTED = re.compile(r"(?<=\n)[ \t]+(?=[^\s\x03\x04])")
@@ -326,7 +325,26 @@ class _Renderer:
 _REMOVED = "\x03"  # where a node rendering to "" was cut (a node boundary for preformatted lines)
 _BREAK = "\x04"  # where a block rendering to a paragraph break was cut
 _MARKS = re.compile(r"[\x03\x04]")
-_TAG_NAMES = "|".join(sorted(DROPPED_TAGS - {"table"}, key=len, reverse=True))
+
+
+def _prefix_tree(words: Collection[str]) -> str:
+    """A regex alternation of ``words`` (literals) that shares their prefixes:
+    ``ref|references|math`` → ``(?:math|ref(?:erences)?)``. It matches what the flat
+    alternation, longest first, matches, but the regex engine compares each prefix once: with
+    IGNORECASE it cannot skip a branch by its first letter, and tried all ~35 tag names at every
+    ``<``."""
+    heads: dict[str, list[str]] = {}
+    for word in sorted(set(words)):
+        heads.setdefault(word[:1], []).append(word[1:])
+    optional = "" in heads
+    branches = [re.escape(h) + _prefix_tree(tails) for h, tails in heads.items() if h]
+    if not branches:
+        return ""
+    body = branches[0] if len(branches) == 1 and not optional else f"(?:{'|'.join(branches)})"
+    return body + ("?" if optional else "")
+
+
+_TAG_NAMES = _prefix_tree(DROPPED_TAGS - {"table"})
 # An HTML table with no table inside: cut innermost first, as tables nest.
 _INNERMOST_TABLE = re.compile(
     r"<table(?:\s[^<>]*)?(?<!/)>(?:(?!<table[\s>]).)*?</table\s*>", re.IGNORECASE | re.DOTALL
@@ -334,14 +352,23 @@ _INNERMOST_TABLE = re.compile(
 _TABLE_OPEN = re.compile(r"<table", re.IGNORECASE)
 """``"<table" in text.lower()`` without lowering a whole page (~9 ms per MB of wikitext)."""
 _BLOCK_TAG_EDGE = re.compile(r"</?(?:div|center|blockquote|p|hr)\b[^<>]*>", re.IGNORECASE)
-_SELF_CLOSED_TAG = re.compile(rf"<({_TAG_NAMES})(?:\s[^<>]*)?/>", re.IGNORECASE)
+# ``<name/>`` or ``<name attributes/>``: the attributes taken whole (possessive), then a
+# look back for the "/" (backtracking through the attributes of every ``<ref name=...>`` to try
+# "/>" at each character was most of this pattern's time).
+_SELF_CLOSED_TAG = re.compile(rf"<({_TAG_NAMES})(?:/|\s[^<>]*+(?<=/))>", re.IGNORECASE)
+# The content up to the first ``</name>`` (any case, spaces before ">"), taken in runs of
+# non-"<" characters each ending at a "<" (``.*?`` stepped one character at a time, ~4× slower).
 _PAIRED_TAG = re.compile(
-    rf"<({_TAG_NAMES})(?:\s[^<>]*)?(?<!/)>.*?</\1\s*>", re.IGNORECASE | re.DOTALL
+    rf"<({_TAG_NAMES})(?:\s[^<>]*+)?(?<!/)>(?:[^<]*+<)+?/\1\s*>", re.IGNORECASE
 )
 _CLOSED_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
 _BRACES = re.compile(r"\{\{|\}\}")
 _BRACKETS = re.compile(r"\[\[|\]\]")
 _TABLE_EDGE = re.compile(r"^[ \t]*(\{\||\|\})", re.MULTILINE)
+"""A table's start or end at the start of a line (spaces or tabs before it)."""
+_TABLE_EDGE_AFTER_NEWLINE = re.compile(r"\n[ \t]*(\{\||\|\})")
+"""The same after a newline: a literal first character, which the regex engine skips to (it
+tried ``^`` at every position, ~2× slower); :func:`_table_edges` adds the text's first line."""
 _BAD_NAME = re.compile(r"[\[\]{}<>\n]")
 
 
@@ -362,14 +389,22 @@ def _cut(text: str, spans: list[tuple[int, int, str]]) -> str:
     return "".join(pieces)
 
 
-def _balanced(text: str, pattern: re.Pattern[str], opener: str) -> Iterator[tuple[int, int]]:
-    """(start, end) of every balanced ``opener``...closer pair, innermost first."""
+def _balanced_braces(text: str) -> Iterator[tuple[int, int]]:
+    """(start, end) of every balanced ``{{``...``}}`` pair, innermost first: the pairs of
+    ``_BRACES.finditer(text)`` (``{{`` or ``}}``, left to right without overlap), found by
+    ``str.find`` (the regex tried both at every position, ~6× slower). Two finds never
+    overlap: a ``}}`` cannot start inside a ``{{``, nor a ``{{`` inside a ``}}``."""
     stack: list[int] = []
-    for match in pattern.finditer(text):
-        if match.group() == opener:
-            stack.append(match.start())
-        elif stack:
-            yield stack.pop(), match.end()
+    find = text.find
+    opening, closing = find("{{"), find("}}")
+    while opening >= 0 or closing >= 0:
+        if closing < 0 or 0 <= opening < closing:
+            stack.append(opening)
+            opening = find("{{", opening + 2)
+        else:
+            if stack:
+                yield stack.pop(), closing + 2
+            closing = find("}}", closing + 2)
 
 
 @functools.lru_cache(maxsize=8192)
@@ -386,7 +421,7 @@ def is_inline_template(name: str) -> bool:
 
 def _cut_templates(text: str) -> str:
     spans = []
-    for start, end in _balanced(text, _BRACES, "{{"):
+    for start, end in _balanced_braces(text):
         inner = text[start + 2 : end - 2]
         name = inner.split("|", 1)[0]
         if "{{" in name or _BAD_NAME.search(name.strip()):
@@ -433,10 +468,18 @@ def _cut_links(text: str, drop_namespaces: frozenset[str]) -> str:
     return _cut(text, spans)
 
 
+def _table_edges(text: str) -> Iterator[re.Match[str]]:
+    """The matches of ``_TABLE_EDGE.finditer(text)`` (group 1: ``{|`` or ``|}``)."""
+    first = _TABLE_EDGE.match(text)
+    if first is not None:
+        yield first
+    yield from _TABLE_EDGE_AFTER_NEWLINE.finditer(text)
+
+
 def _cut_tables(text: str) -> str:
     spans = []
     depth, start = 0, 0
-    for match in _TABLE_EDGE.finditer(text):
+    for match in _table_edges(text):
         if match.group(1) == "{|":
             if depth == 0:
                 start = match.start(1)
@@ -664,17 +707,24 @@ def _fast_render(segment: str, drop_namespaces: frozenset[str]) -> str:
 
 
 def _segments(text: str) -> Iterator[str]:
-    """``text`` cut at blank lines outside templates and links, each piece led by ``\\n``."""
-    pending = ""
+    """``text`` cut at blank lines outside templates and links, each piece led by ``\\n``:
+    pieces between blank lines are joined (by ``\\n\\n``) until as many ``}}`` as ``{{`` and
+    ``]]`` as ``[[`` have been seen. The counts add up piece by piece (no pair spans a blank
+    line), each counted only when its first character is there."""
+    pending: list[str] = []
+    braces = brackets = 0  # opened less closed, in the pieces pending
     for piece in _SEGMENT_BREAK.split(text):
-        pending = f"{pending}\n\n{piece}" if pending else "\n" + piece
-        if pending.count("{{") <= pending.count("}}") and pending.count("[[") <= pending.count(
-            "]]"
-        ):
-            yield pending
-            pending = ""
+        pending.append(piece)
+        if "{" in piece or "}" in piece:
+            braces += piece.count("{{") - piece.count("}}")
+        if "[" in piece or "]" in piece:
+            brackets += piece.count("[[") - piece.count("]]")
+        if braces <= 0 and brackets <= 0:
+            yield "\n" + pending[0] if len(pending) == 1 else "\n" + "\n\n".join(pending)
+            pending.clear()
+            braces = brackets = 0
     if pending:
-        yield pending
+        yield "\n" + "\n\n".join(pending)
 
 
 def render_wikitext(
@@ -722,7 +772,7 @@ def _clean(paragraph: str) -> str:
         text = _MAGIC_WORD.sub("", text)
     # From here on the only whitespace is single spaces: the steps below delete text or put
     # back a bracket, never a space. Each regex runs only when the pair it needs is present.
-    text = " ".join(text.split())  # = _WHITESPACE.sub(" ", text).strip()
+    text = _single_spaced(text)
     if ("(" in text or "[" in text) and _bracket_tidy_applies(text):
         previous = None
         while previous != text:
@@ -736,17 +786,50 @@ def _clean(paragraph: str) -> str:
     # no space before "," or ";" is left, so a repeat is two adjacent marks
     if ",," in text or ";;" in text:
         text = _REPEATED_COMMA.sub(r"\1", text)
-    if _MARK_BEFORE_STOP.search(text):
+    if _mark_before_stop(text):
         text = _COMMA_BEFORE_STOP.sub("", text)
     if "  " in text or text[:1] == " " or text[-1:] == " ":  # a cut left a space to tidy
         text = " ".join(text.split())
     return text
 
 
+def _single_spaced(text: str) -> str:
+    """``" ".join(text.split())``: whitespace runs as one space, none at the ends. A text that
+    is printable (``str.isprintable``: no whitespace but the ASCII space) without two spaces in
+    a row or a space at either end is returned as it is, without splitting it (most are)."""
+    if text.isprintable() and "  " not in text and text[:1] != " " and text[-1:] != " ":
+        return text
+    return " ".join(text.split())
+
+
 _SPACED_PUNCT = re.compile(r" [,.;:!?)\]]")
 """What ``_SPACE_BEFORE_PUNCT`` needs when the only whitespace is single spaces."""
 _MARK_BEFORE_STOP = re.compile(r"[,;:][.!?]")
 """What ``_COMMA_BEFORE_STOP`` needs: a run of ``,;:`` ends right before ``.!?``."""
+_COMMA_THEN_STOP = re.compile(r",[.!?]")
+_SEMICOLON_THEN_STOP = re.compile(r";[.!?]")
+_COLON_THEN_STOP = re.compile(r":[.!?]")
+
+
+def _mark_before_stop(text: str) -> bool:
+    """``_MARK_BEFORE_STOP.search(text)``, by three patterns that start with a literal (which the
+    regex engine skips to; it tried the character class at every position, ~8× slower), the
+    rare ``;`` and ``:`` ones only when the text holds that mark."""
+    return (
+        _COMMA_THEN_STOP.search(text) is not None
+        or (";" in text and _SEMICOLON_THEN_STOP.search(text) is not None)
+        or (":" in text and _COLON_THEN_STOP.search(text) is not None)
+    )
+
+
+def _has_unparsed(paragraph: str) -> bool:
+    """Whether ``paragraph`` holds ``{{``, ``}}``, ``[[`` or ``]]``: single characters first
+    (a fast scan; most paragraphs have no brace or bracket)."""
+    return ("{" in paragraph or "}" in paragraph or "[" in paragraph or "]" in paragraph) and (
+        "{{" in paragraph or "}}" in paragraph or "[[" in paragraph or "]]" in paragraph
+    )
+
+
 _AFTER_OPEN = frozenset("-–—,;: )]")
 _BEFORE_CLOSE = frozenset(",;: ")
 
@@ -806,7 +889,7 @@ def wikitext_to_paragraphs(
     def flush() -> None:
         if current:
             paragraph = _clean(" ".join(current))
-            unparsed = drop_unparsed and any(marker in paragraph for marker in _UNPARSED)
+            unparsed = drop_unparsed and _has_unparsed(paragraph)
             if _LETTER.search(paragraph) and not unparsed:
                 paragraphs.append(paragraph)
             current.clear()

@@ -616,3 +616,125 @@ def test_table_check_ignores_case_as_lowering_did():
 
     for text in ("<table>", "<TABLE class=x>", "<TaBlE", "< table", "<tabl", "x<tAble"):
         assert bool(_TABLE_OPEN.search(text)) == ("<table" in text.lower()), text
+
+
+def test_brace_pairs_by_find_equal_the_regex_scan():
+    """``_balanced_braces`` finds ``{{`` and ``}}`` with ``str.find``: the same pairs as the
+    left-to-right regex scan it replaced (runs like ``{{{``, ``}}}`` and ``{}}`` included)."""
+    import random
+
+    from transforms.wikitext import _BRACES, _balanced_braces
+
+    def by_regex(text: str) -> list[tuple[int, int]]:
+        stack, pairs = [], []
+        for match in _BRACES.finditer(text):
+            if match.group() == "{{":
+                stack.append(match.start())
+            elif stack:
+                pairs.append((stack.pop(), match.end()))
+        return pairs
+
+    rng = random.Random(8)
+    for _ in range(50000):
+        text = "".join(rng.choices("{{}}a|\n", k=rng.randint(0, 16)))
+        assert list(_balanced_braces(text)) == by_regex(text), repr(text)
+
+
+def test_table_edges_equal_the_line_start_pattern():
+    import random
+
+    from transforms.wikitext import _TABLE_EDGE, _table_edges
+
+    def edges(matches):
+        return [(m.group(1), m.span(1)) for m in matches]
+
+    pieces = ["{|", "|}", "\n", " ", "\t", "{", "|", "}", "a", "\n{|", "|}\n"]
+    rng = random.Random(9)
+    for _ in range(50000):
+        text = "".join(rng.choices(pieces, k=rng.randint(0, 10)))
+        assert edges(_table_edges(text)) == edges(_TABLE_EDGE.finditer(text)), repr(text)
+
+
+def test_segments_equal_the_recounting_rule():
+    """``_segments`` adds the pieces' counts up; the rule it replaced recounted the joined text
+    at each blank line."""
+    import random
+
+    from transforms.wikitext import _SEGMENT_BREAK, _segments
+
+    def recounted(text: str) -> list[str]:
+        out, pending = [], ""
+        for piece in _SEGMENT_BREAK.split(text):
+            pending = f"{pending}\n\n{piece}" if pending else "\n" + piece
+            if pending.count("{{") <= pending.count("}}") and pending.count("[[") <= pending.count(
+                "]]"
+            ):
+                out.append(pending)
+                pending = ""
+        return out + [pending] if pending else out
+
+    pieces = ["{{", "}}", "[[", "]]", "{", "]", "\n", "\n\n", "\n \n", "a", " "]
+    rng = random.Random(10)
+    for _ in range(50000):
+        text = "".join(rng.choices(pieces, k=rng.randint(0, 14)))
+        assert list(_segments(text)) == recounted(text), repr(text)
+
+
+def test_paragraph_checks_equal_their_patterns():
+    """The whitespace, ``,.``-before-a-stop and leftover-markup checks of ``_clean`` and
+    ``flush`` give what the patterns and calls they replaced give."""
+    import random
+
+    from transforms.wikitext import (
+        _MARK_BEFORE_STOP,
+        _has_unparsed,
+        _mark_before_stop,
+        _single_spaced,
+    )
+
+    pieces = [
+        *",;:.!?ab{}[] \t\n\r\x0b\x0c\x1c\x1f\x85\xa0\u2009\u3000\u200b\xad",
+        "{{", "}}", "[[", "]]", "  ",
+    ]  # fmt: skip
+    rng = random.Random(12)
+    for _ in range(50000):
+        text = "".join(rng.choices(pieces, k=rng.randint(0, 12)))
+        assert _single_spaced(text) == " ".join(text.split()), repr(text)
+        assert _mark_before_stop(text) == bool(_MARK_BEFORE_STOP.search(text)), repr(text)
+        assert _has_unparsed(text) == any(m in text for m in ("{{", "}}", "[[", "]]")), repr(text)
+
+
+def test_tag_patterns_equal_the_plain_ones():
+    """The dropped-tag patterns share the names' prefixes, take attributes whole and skip
+    content to each ``<``: the same matches as the flat, backtracking patterns."""
+    import random
+    import re
+
+    from transforms.wikitext import (
+        _PAIRED_TAG,
+        _SELF_CLOSED_TAG,
+        DROPPED_TAGS,
+        _prefix_tree,
+        _tag_mark,
+    )
+
+    names = "|".join(sorted(DROPPED_TAGS - {"table"}, key=len, reverse=True))
+    self_closed = re.compile(rf"<({names})(?:\s[^<>]*)?/>", re.IGNORECASE)
+    paired = re.compile(rf"<({names})(?:\s[^<>]*)?(?<!/)>.*?</\1\s*>", re.IGNORECASE | re.DOTALL)
+    tree = re.compile(_prefix_tree(DROPPED_TAGS), re.IGNORECASE)
+    flat = re.compile(f"(?:{'|'.join(sorted(DROPPED_TAGS, key=len, reverse=True))})", re.I)
+    for name in DROPPED_TAGS:
+        for text in (name, name.upper(), name[:-1], name + "x", name + "s"):
+            expected, found = flat.match(text), tree.match(text)
+            assert (found and found.group()) == (expected and expected.group()), text
+    pieces = [
+        "<ref>", "</ref>", "<ref name=a>", "</REF >", "</ref\n>", "<", "/", ">", "ref", "a", " ",
+        "\n", "<ref/>", "<ref />", "<ref name=a/>", "<math>", "</math>", "</ref", "<Ref>",
+        "</rEf>", "< /ref>", "</ ref>", "<references/>", "<REFERENCES >", "</references>",
+        "erences", "<refx>", "<ce>", "</ce>", "<chem/>", "/>", "<br>", "<b>",
+    ]  # fmt: skip
+    rng = random.Random(13)
+    for _ in range(50000):
+        text = "".join(rng.choices(pieces, k=rng.randint(0, 10)))
+        assert _SELF_CLOSED_TAG.sub(_tag_mark, text) == self_closed.sub(_tag_mark, text), text
+        assert _PAIRED_TAG.sub(_tag_mark, text) == paired.sub(_tag_mark, text), repr(text)
