@@ -554,6 +554,53 @@ def test_candidates_are_nltks_potential_end_contexts():
         assert ours == nltk, repr(text)
 
 
+def test_candidate_patterns_match_as_nltks_engine_does():
+    """The ``re`` candidate patterns give NLTK's ``regex`` pattern's matches and groups, on
+    texts with every kind of whitespace either engine knows; the "."-only one on texts without
+    "?" or "!"."""
+    lang_vars = QuoteAwareLanguageVars()
+    nltk_pattern = lang_vars.period_context_re()
+    every_end, period_only = lang_vars.candidate_patterns()
+
+    def found(pattern, text):
+        return [
+            (m.span(), m.span("after_tok"), m.group("after_tok"), m.group("next_tok"))
+            for m in pattern.finditer(text)
+        ]
+
+    pieces = [*_PIECES, "\x1d", "\x1e", "\x1f", "\x85", "\u2028", "\u3000", "\u2009", "\u200b"]
+    rng = random.Random(20261208)
+    for _ in range(20000):
+        text = "".join(rng.choices(pieces, k=rng.randint(0, 12)))
+        expected = found(nltk_pattern, text)
+        assert found(every_end, text) == expected, repr(text)
+        if "?" not in text and "!" not in text:
+            assert found(period_only, text) == expected, repr(text)
+
+
+def test_whitespace_class_is_the_regex_engines():
+    import regex
+
+    from transforms.sentences import REGEX_WHITESPACE
+
+    everything = (
+        "".join(map(chr, range(0x110000)))
+        .encode("utf-8", "surrogatepass")
+        .decode("utf-8", "replace")
+    )
+    assert re.findall(f"[{REGEX_WHITESPACE}]", everything) == regex.findall(r"\s", everything)
+
+
+def test_realignment_starts_with_one_of_its_characters():
+    """A sentence is realigned only when it starts with one of ``REALIGNMENT_FIRST``: NLTK's
+    pattern matches after no other character."""
+    from transforms.sentences import REALIGNMENT_FIRST
+
+    realignment = QuoteAwareLanguageVars.re_boundary_realignment
+    starts = {chr(c) for c in range(0x10000) if realignment.match(chr(c) + " ")}
+    assert starts == REALIGNMENT_FIRST
+
+
 def test_realigned_sentences_are_nltks():
     """``tokenize``'s one loop realigns closing punctuation as NLTK's generator chain does."""
     tokenizer = SentenceSplitter(hand_params(), titles=())._get_tokenizer()
