@@ -389,22 +389,37 @@ def _cut(text: str, spans: list[tuple[int, int, str]]) -> str:
     return "".join(pieces)
 
 
-def _balanced_braces(text: str) -> Iterator[tuple[int, int]]:
-    """(start, end) of every balanced ``{{``...``}}`` pair, innermost first: the pairs of
-    ``_BRACES.finditer(text)`` (``{{`` or ``}}``, left to right without overlap), found by
-    ``str.find`` (the regex tried both at every position, ~6× slower). Two finds never
-    overlap: a ``}}`` cannot start inside a ``{{``, nor a ``{{`` inside a ``}}``."""
-    stack: list[int] = []
-    find = text.find
-    opening, closing = find("{{"), find("}}")
-    while opening >= 0 or closing >= 0:
-        if closing < 0 or 0 <= opening < closing:
-            stack.append(opening)
-            opening = find("{{", opening + 2)
+def _doubled(text: str, opening: str, closing: str) -> Iterator[tuple[int, bool]]:
+    """(position, opens) of each ``opening * 2`` or ``closing * 2`` in ``text``, left to right
+    without overlap: what ``_BRACES.finditer`` finds for ``{`` and ``}``, by ``str.find`` of
+    the single character (the regex scan tried both pairs at every position of a page, ~3×
+    slower). Two never overlap: a ``}}`` cannot start inside a ``{{``, nor the reverse."""
+    find, doubled = text.find, text.startswith
+
+    def next_pair(char: str, position: int) -> int:
+        found = find(char, position)
+        while found >= 0 and not doubled(char, found + 1):
+            found = find(char, found + 1)
+        return found
+
+    opened, closed = next_pair(opening, 0), next_pair(closing, 0)
+    while opened >= 0 or closed >= 0:
+        if closed < 0 or 0 <= opened < closed:
+            yield opened, True
+            opened = next_pair(opening, opened + 2)
         else:
-            if stack:
-                yield stack.pop(), closing + 2
-            closing = find("}}", closing + 2)
+            yield closed, False
+            closed = next_pair(closing, closed + 2)
+
+
+def _balanced_braces(text: str) -> Iterator[tuple[int, int]]:
+    """(start, end) of every balanced ``{{``...``}}`` pair, innermost first."""
+    stack: list[int] = []
+    for position, opens in _doubled(text, "{", "}"):
+        if opens:
+            stack.append(position)
+        elif stack:
+            yield stack.pop(), position + 2
 
 
 @functools.lru_cache(maxsize=8192)
@@ -422,8 +437,8 @@ def is_inline_template(name: str) -> bool:
 def _cut_templates(text: str) -> str:
     spans = []
     for start, end in _balanced_braces(text):
-        inner = text[start + 2 : end - 2]
-        name = inner.split("|", 1)[0]
+        bar = text.find("|", start + 2, end - 2)  # the name: up to the first "|" inside
+        name = text[start + 2 : bar if bar >= 0 else end - 2]
         if "{{" in name or _BAD_NAME.search(name.strip()):
             continue  # a computed or invalid name: the parser decides
         if not is_inline_template(name):
@@ -499,7 +514,7 @@ def strip_non_prose(text: str, drop_namespaces: frozenset[str] = DROP_LINK_NAMES
     rendering the rest gives the page's paragraphs; the edges of block tags (``<div>``,
     ``<blockquote>``, ...) become paragraph breaks, so a block may span blank lines. Unbalanced
     markup is left for the parser; so are templates when the page has ``{{{arguments}}}``."""
-    text = _CLOSED_COMMENT.sub(_REMOVED, text)
+    text = _cut_closed_comments(text)
     if "<" in text:
         text = _SELF_CLOSED_TAG.sub(_tag_mark, text)
         while _TABLE_OPEN.search(text):  # first: a table's rows and cells go with it
@@ -517,6 +532,27 @@ def strip_non_prose(text: str, drop_namespaces: frozenset[str] = DROP_LINK_NAMES
     return text
 
 
+def _cut_closed_comments(text: str) -> str:
+    """``_CLOSED_COMMENT.sub(_REMOVED, text)`` by ``str.find``: each ``<!--`` up to the first
+    ``-->`` after it becomes a cut mark; one left open stays (and no later one can close)."""
+    start = text.find("<!--")
+    if start < 0:
+        return text
+    pieces: list[str] = []
+    position = 0
+    while start >= 0:
+        end = text.find("-->", start + 4)
+        if end < 0:
+            break
+        pieces += (text[position:start], _REMOVED)
+        position = end + 3
+        start = text.find("<!--", position)
+    if not pieces:
+        return text
+    pieces.append(text[position:])
+    return "".join(pieces)
+
+
 def _tag_mark(match: re.Match[str]) -> str:
     return _REMOVED if match.group(1).lower() in _INLINE_DROPPED_TAGS else _BREAK
 
@@ -531,6 +567,8 @@ _FAST_PREFORMATTED = re.compile(
     r"|\[(?!\[|https?://|ftp://|//))",
     re.IGNORECASE,
 )
+_LINE_LED_BY_SPACE = re.compile(r"\n[ \t]")
+"""``"\\n " in text or "\\n\\t" in text`` in one scan that skips from newline to newline."""
 _SIMPLE_TEMPLATE = re.compile(r"\{\{([^{}\[\]<>\n]*)\}\}")
 _SIMPLE_LINK = re.compile(r"\[\[([^\[\]{}<>|\n]+)(?:(\|)([^\[\]{}<>\n]*))?\]\]")
 # What only the parser renders exactly; a single "[" or "]" is text (it is in the parser too).
@@ -545,10 +583,9 @@ def _needs_parser(text: str) -> bool:
         "{" in text
         or "}" in text
         or "<" in text
-        or "[[" in text
-        or "]]" in text
-        or "://" in text
-        or ("[" in text and _BRACKETED_URL_START.search(text) is not None)
+        or ("[" in text and ("[[" in text or _BRACKETED_URL_START.search(text) is not None))
+        or ("]" in text and "]]" in text)
+        or (":" in text and "://" in text)
         or ("----" in text and _HORIZONTAL_RULE.search(text) is not None)
     )
 
@@ -611,18 +648,9 @@ def _plain_quotes(text: str) -> bool:
     for line in text.split("\n"):
         if "''" not in line:
             continue
-        italic = bold = 0
-        for run in _QUOTE_RUN.findall(line):
-            n = len(run)
-            if n == 2:
-                italic += 1
-            elif n == 3:
-                bold += 1
-            elif n == 5:
-                italic, bold = italic + 1, bold + 1
-            else:
-                return False
-        if italic % 2 or bold % 2:
+        runs = _QUOTE_RUN.findall(line)
+        italic, bold, both = runs.count("''"), runs.count("'''"), runs.count("'''''")
+        if italic + bold + both != len(runs) or (italic + both) % 2 or (bold + both) % 2:
             return False
     return True
 
@@ -660,24 +688,44 @@ def _url_title(match: re.Match[str]) -> str:
     return match.group(1) or ""
 
 
-def _simple_link(match: re.Match[str], drop_namespaces: frozenset[str]) -> str:
-    title, pipe, caption = match.groups()
-    if ":" not in title and (caption or not pipe):  # an article link: what _link_text shows
-        if caption:
-            shown = caption.strip()
-        else:
-            page, _, section = title.strip().partition("#")
-            shown = (page or section).replace("_", " ").strip()
-        if "|" in shown or "=" in shown:
-            raise _NeedsParser
-        return shown
+def _simple_links(text: str, drop_namespaces: frozenset[str]) -> str:
+    """``text`` with each ``_SIMPLE_LINK`` replaced by what the parser path shows for it, from
+    the pattern's ``split`` (text, title, pipe, caption, text, ...): no match object or call per
+    article link. Raises _NeedsParser where that could differ: a shown ``|`` or ``=`` would
+    split or name a parameter inside a template."""
+    parts = _SIMPLE_LINK.split(text)
+    if len(parts) == 1:
+        return text
+    for i in range(1, len(parts), 4):
+        title, pipe, caption = parts[i], parts[i + 1], parts[i + 2]
+        if ":" in title or (pipe and not caption):
+            parts[i] = _other_link(title, pipe, caption, drop_namespaces)
+        else:  # an article link: what _link_text shows
+            if caption:
+                shown = caption.strip()
+            else:
+                page, _, section = title.strip().partition("#")
+                shown = (page or section).replace("_", " ").strip()
+            if "|" in shown or "=" in shown:
+                raise _NeedsParser
+            parts[i] = shown
+        parts[i + 1] = parts[i + 2] = ""
+    return "".join(parts)
+
+
+def _other_link(
+    title: str, pipe: str | None, caption: str | None, drop_namespaces: frozenset[str]
+) -> str:
+    """What ``[[title|caption]]`` with a ``:`` in its title, or ``[[title|]]``, shows (the
+    groups of ``_SIMPLE_LINK``; ``pipe`` None: no ``|``); raises _NeedsParser as
+    :func:`_simple_links` does, except for the pipe trick's short title (as before)."""
     if _is_dropped_link(title, caption if pipe else None, drop_namespaces):
         return ""
     if pipe and not caption:
         return _link_text(title, None, pipe_trick=True)
     shown = _link_text(title, caption if pipe else None)
     if "|" in shown or "=" in shown:
-        raise _NeedsParser  # inside a template it would split or name a parameter
+        raise _NeedsParser
     return shown
 
 
@@ -686,21 +734,21 @@ def _fast_render(segment: str, drop_namespaces: frozenset[str]) -> str:
     prose, links, bracketed URLs, formatting tags and single-line inline templates; raises
     _NeedsParser for anything else."""
     text = segment
-    if "\n " in text or "\n\t" in text:  # a line led by a space or tab: maybe preformatted
+    if _LINE_LED_BY_SPACE.search(text):  # maybe preformatted
         text = _FAST_PREFORMATTED.sub(_DROP, text)
     if "<" in text:
         text = _INLINE_TAG_EDGE.sub("", _LINE_BREAK_TAG.sub(" ", text))
     if "[" in text:
         text = _BRACKETED_URL.sub(_url_title, text)
         if "[[" in text:
-            text = _SIMPLE_LINK.sub(lambda m: _simple_link(m, drop_namespaces), text)
+            text = _simple_links(text, drop_namespaces)
     if "{{" in text:
         for _ in range(3):  # nested inline templates, innermost first
             text = _SIMPLE_TEMPLATE.sub(_simple_template, text)
             if "{{" not in text:
                 break
         if "[[" in text:  # links whose caption held a template
-            text = _SIMPLE_LINK.sub(lambda m: _simple_link(m, drop_namespaces), text)
+            text = _simple_links(text, drop_namespaces)
     if _needs_parser(text) or _has_free_link(text) or ("''" in text and not _plain_quotes(text)):
         raise _NeedsParser  # quotes checked last: a link or {{'}} may sit beside a style
     return text
@@ -772,7 +820,7 @@ def _clean(paragraph: str) -> str:
         text = _MAGIC_WORD.sub("", text)
     # From here on the only whitespace is single spaces: the steps below delete text or put
     # back a bracket, never a space. Each regex runs only when the pair it needs is present.
-    text = _single_spaced(text)
+    text = spaced = _single_spaced(text)
     if ("(" in text or "[" in text) and _bracket_tidy_applies(text):
         previous = None
         while previous != text:
@@ -788,7 +836,8 @@ def _clean(paragraph: str) -> str:
         text = _REPEATED_COMMA.sub(r"\1", text)
     if _mark_before_stop(text):
         text = _COMMA_BEFORE_STOP.sub("", text)
-    if "  " in text or text[:1] == " " or text[-1:] == " ":  # a cut left a space to tidy
+    # a cut left a space to tidy (none when nothing was cut since the spacing)
+    if text is not spaced and ("  " in text or text[:1] == " " or text[-1:] == " "):
         text = " ".join(text.split())
     return text
 

@@ -619,8 +619,8 @@ def test_table_check_ignores_case_as_lowering_did():
 
 
 def test_brace_pairs_by_find_equal_the_regex_scan():
-    """``_balanced_braces`` finds ``{{`` and ``}}`` with ``str.find``: the same pairs as the
-    left-to-right regex scan it replaced (runs like ``{{{``, ``}}}`` and ``{}}`` included)."""
+    """``_balanced_braces`` finds ``{{`` and ``}}`` with ``str.find`` (``_doubled``): the same
+    pairs as the left-to-right regex scan it replaced (``{{{``, ``}}}``, ``{}}`` included)."""
     import random
 
     from transforms.wikitext import _BRACES, _balanced_braces
@@ -638,6 +638,42 @@ def test_brace_pairs_by_find_equal_the_regex_scan():
     for _ in range(50000):
         text = "".join(rng.choices("{{}}a|\n", k=rng.randint(0, 16)))
         assert list(_balanced_braces(text)) == by_regex(text), repr(text)
+
+
+def test_closed_comments_cut_by_find_equal_the_pattern():
+    import random
+
+    from transforms.wikitext import _CLOSED_COMMENT, _REMOVED, _cut_closed_comments
+
+    pieces = ["<!--", "-->", "<!-", "->", "-", "a", "\n", "<", ">", "!", " "]
+    rng = random.Random(14)
+    for _ in range(50000):
+        text = "".join(rng.choices(pieces, k=rng.randint(0, 12)))
+        assert _cut_closed_comments(text) == _CLOSED_COMMENT.sub(_REMOVED, text), repr(text)
+
+
+def test_quote_check_by_counts_equals_the_run_by_run_rule():
+    import random
+    import re
+
+    from transforms.wikitext import _plain_quotes
+
+    def run_by_run(text: str) -> bool:
+        for line in text.split("\n"):
+            italic = bold = 0
+            for run in re.findall(r"'{2,}", line):
+                if len(run) not in (2, 3, 5):
+                    return False
+                italic += len(run) in (2, 5)
+                bold += len(run) in (3, 5)
+            if italic % 2 or bold % 2:
+                return False
+        return True
+
+    rng = random.Random(15)
+    for _ in range(50000):
+        text = "".join(rng.choices(["'", "''", "'''", "a", "\n", " "], k=rng.randint(0, 12)))
+        assert _plain_quotes(text) == run_by_run(text), repr(text)
 
 
 def test_table_edges_equal_the_line_start_pattern():
