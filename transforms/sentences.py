@@ -254,7 +254,9 @@ class _Tokenizer(PunktSentenceTokenizer):
         and without building the contexts (tested against NLTK's)."""
         found: list[tuple[re.Match[str], int]] = []
         last_space = _LAST_WHITESPACE.match
-        spaces_only = not any(c in text for c in _WHITESPACE_BUT_SPACE)
+        spaces_only = not (
+            "\n" in text or "\t" in text or "\r" in text or "\x0b" in text or "\x0c" in text
+        )  # none of _WHITESPACE_BUT_SPACE
         previous = None
         previous_start = previous_stop = 0
         every_end, period_only = self._lang_vars.candidate_patterns()
