@@ -391,10 +391,29 @@ def run_clean_job(
 
 
 def _documents_and_sentences(path: str) -> tuple[int, int]:
-    """Rows of a documents file and the sentences they hold (read from the file itself: the
-    list offsets of each chunk; no ``pyarrow.compute``, whose import costs the launcher ~0.1 s)."""
-    column = read_parquet(path, ["sentences"]).column("sentences")
-    sentences = sum(
-        chunk.offsets[len(chunk)].as_py() - chunk.offsets[0].as_py() for chunk in column.chunks
-    )
-    return len(column), sentences
+    """Rows of a documents file and the sentences they hold, from its footer: the row count and,
+    per row group, the sentences leaf column's count of values that are not null (an empty list
+    is a null there; a sentence never is). Reading the column instead decoded every sentence's
+    text in the launcher (~1 s of CPU per 400 MB of text, and ~170 MB of heap it kept for the
+    rest of a ``run``). A file written without those statistics is read."""
+    import pyarrow.parquet as pq
+    from apache_beam.io.filesystem import CompressionTypes
+
+    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        metadata = pq.ParquetFile(f).metadata
+    leaves = [
+        i
+        for i in range(metadata.num_columns)
+        if metadata.schema.column(i).path.split(".")[0] == "sentences"
+    ]
+    sentences = 0
+    for group in range(metadata.num_row_groups):
+        statistics = metadata.row_group(group).column(leaves[0]).statistics if leaves else None
+        if len(leaves) != 1 or statistics is None or not statistics.has_null_count:
+            column = read_parquet(path, ["sentences"]).column("sentences")
+            return len(column), sum(
+                chunk.offsets[len(chunk)].as_py() - chunk.offsets[0].as_py()
+                for chunk in column.chunks
+            )
+        sentences += statistics.num_values
+    return metadata.num_rows, sentences

@@ -335,6 +335,25 @@ def test_counts_are_reconciled_with_the_files_and_a_failed_rerun_leaves_no_old_m
     assert not glob.glob(str(out / "documents-*.parquet"))
 
 
+@pytest.mark.parametrize("statistics", [True, False])
+def test_sentences_are_counted_from_the_footer_or_the_column(tmp_path, statistics):
+    """A documents file's rows and sentences, from its footer's statistics (empty lists are
+    nulls there, not sentences) or, without statistics, from the column itself: the same."""
+    from pipeline.jobs.clean import _documents_and_sentences
+
+    sentences = [["One.", "Two."], [], ["Three."], ["Four.", "Five.", "Six."]] * 500
+    table = pa.table(
+        {
+            "doc_id": [f"d{i}" for i in range(len(sentences))],
+            "sentences": pa.array(sentences, pa.list_(pa.string())),
+        }
+    )
+    path = tmp_path / "documents-00000-0000.parquet"
+    pq.write_table(table, path, row_group_size=300, write_statistics=statistics)
+    assert pq.ParquetFile(path).metadata.num_row_groups > 1
+    assert _documents_and_sentences(str(path)) == (2000, 3000)
+
+
 @pytest.fixture(scope="module")
 def sample_run(tmp_path_factory):
     """The embedded sample (Wikipedia pages and books) cleaned with near dedup."""
