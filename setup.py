@@ -75,7 +75,7 @@ setup(
     name="bertprep",
     version=_version(),
     description="BERT pretraining data preparation: clean, vocab, instances, shards, trainer.",
-    python_requires=">=3.10,<3.13",
+    python_requires=">=3.11,<3.13",
     packages=find_packages(include=[f"{name}*" for name in PACKAGES]),
     package_data={"tokenizer": ["unicode_tables.json"]},
     install_requires=RUNTIME,

@@ -330,9 +330,10 @@ _MARKS = re.compile(r"[\x03\x04]")
 def _prefix_tree(words: Collection[str]) -> str:
     """A regex alternation of ``words`` (literals) that shares their prefixes:
     ``ref|references|math`` → ``(?:math|ref(?:erences)?)``. It matches what the flat
-    alternation, longest first, matches, but the regex engine compares each prefix once: with
-    IGNORECASE it cannot skip a branch by its first letter, and tried all ~35 tag names at every
-    ``<``."""
+    alternation, longest first, matches, and backtracks in the same order (a greedy ``?`` tries
+    the longer word first); but the regex engine compares each prefix once. A flat alternation
+    under IGNORECASE cannot skip a branch by its first letter: it tried all ~35 tag names at
+    every ``<``."""
     heads: dict[str, list[str]] = {}
     for word in sorted(set(words)):
         heads.setdefault(word[:1], []).append(word[1:])
@@ -362,10 +363,13 @@ _PAIRED_TAG = re.compile(
     rf"<({_TAG_NAMES})(?:\s[^<>]*+)?(?<!/)>(?:[^<]*+<)+?/\1\s*>", re.IGNORECASE
 )
 _CLOSED_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
+"""What :func:`_cut_closed_comments` cuts (the rule its test compares with)."""
 _BRACES = re.compile(r"\{\{|\}\}")
+"""What :func:`_brace_marks` finds (the rule its test compares with)."""
 _BRACKETS = re.compile(r"\[\[|\]\]")
 _TABLE_EDGE = re.compile(r"^[ \t]*(\{\||\|\})", re.MULTILINE)
-"""A table's start or end at the start of a line (spaces or tabs before it)."""
+"""A table's start or end at the start of a line (spaces or tabs before it); used for the
+text's first line, and the rule :func:`_table_edges` is tested against."""
 _TABLE_EDGE_AFTER_NEWLINE = re.compile(r"\n[ \t]*(\{\||\|\})")
 """The same after a newline: a literal first character, which the regex engine skips to (it
 tried ``^`` at every position, ~2× slower); :func:`_table_edges` adds the text's first line."""
@@ -389,33 +393,33 @@ def _cut(text: str, spans: list[tuple[int, int, str]]) -> str:
     return "".join(pieces)
 
 
-def _doubled(text: str, opening: str, closing: str) -> Iterator[tuple[int, bool]]:
-    """(position, opens) of each ``opening * 2`` or ``closing * 2`` in ``text``, left to right
-    without overlap: what ``_BRACES.finditer`` finds for ``{`` and ``}``, by ``str.find`` of
-    the single character (the regex scan tried both pairs at every position of a page, ~3×
-    slower). Two never overlap: a ``}}`` cannot start inside a ``{{``, nor the reverse."""
-    find, doubled = text.find, text.startswith
+def _brace_marks(text: str) -> Iterator[tuple[int, bool]]:
+    """(position, opens) of each ``{{`` or ``}}`` in ``text``, left to right without overlap:
+    what ``_BRACES.finditer`` finds, by ``str.find`` (the regex tried both pairs at every
+    position of a page, ~3× slower). A ``{{`` and a ``}}`` never overlap, so the two are
+    searched apart."""
+    find = text.find
 
-    def next_pair(char: str, position: int) -> int:
-        found = find(char, position)
-        while found >= 0 and not doubled(char, found + 1):
-            found = find(char, found + 1)
+    def next_mark(char: str, position: int) -> int:
+        found = find(char, position)  # a single character: the fastest scan
+        if found >= 0 and not text.startswith(char, found + 1):  # a lone brace: find the pair
+            found = find(char * 2, found + 1)
         return found
 
-    opened, closed = next_pair(opening, 0), next_pair(closing, 0)
+    opened, closed = next_mark("{", 0), next_mark("}", 0)
     while opened >= 0 or closed >= 0:
         if closed < 0 or 0 <= opened < closed:
             yield opened, True
-            opened = next_pair(opening, opened + 2)
+            opened = next_mark("{", opened + 2)
         else:
             yield closed, False
-            closed = next_pair(closing, closed + 2)
+            closed = next_mark("}", closed + 2)
 
 
 def _balanced_braces(text: str) -> Iterator[tuple[int, int]]:
     """(start, end) of every balanced ``{{``...``}}`` pair, innermost first."""
     stack: list[int] = []
-    for position, opens in _doubled(text, "{", "}"):
+    for position, opens in _brace_marks(text):
         if opens:
             stack.append(position)
         elif stack:
@@ -717,8 +721,8 @@ def _other_link(
     title: str, pipe: str | None, caption: str | None, drop_namespaces: frozenset[str]
 ) -> str:
     """What ``[[title|caption]]`` with a ``:`` in its title, or ``[[title|]]``, shows (the
-    groups of ``_SIMPLE_LINK``; ``pipe`` None: no ``|``); raises _NeedsParser as
-    :func:`_simple_links` does, except for the pipe trick's short title (as before)."""
+    groups of ``_SIMPLE_LINK``; ``pipe`` None: no ``|``); raises _NeedsParser for a shown
+    ``|`` or ``=`` as :func:`_simple_links` does, but not for the pipe trick's short title."""
     if _is_dropped_link(title, caption if pipe else None, drop_namespaces):
         return ""
     if pipe and not caption:
@@ -758,7 +762,8 @@ def _segments(text: str) -> Iterator[str]:
     """``text`` cut at blank lines outside templates and links, each piece led by ``\\n``:
     pieces between blank lines are joined (by ``\\n\\n``) until as many ``}}`` as ``{{`` and
     ``]]`` as ``[[`` have been seen. The counts add up piece by piece (no pair spans a blank
-    line), each counted only when its first character is there."""
+    line); a piece's brace pairs are counted only when it holds a ``{`` or ``}``, its bracket
+    pairs only when it holds a ``[`` or ``]``."""
     pending: list[str] = []
     braces = brackets = 0  # opened less closed, in the pieces pending
     for piece in _SEGMENT_BREAK.split(text):
@@ -768,7 +773,7 @@ def _segments(text: str) -> Iterator[str]:
         if "[" in piece or "]" in piece:
             brackets += piece.count("[[") - piece.count("]]")
         if braces <= 0 and brackets <= 0:
-            yield "\n" + pending[0] if len(pending) == 1 else "\n" + "\n\n".join(pending)
+            yield "\n" + "\n\n".join(pending)
             pending.clear()
             braces = brackets = 0
     if pending:
@@ -836,7 +841,7 @@ def _clean(paragraph: str) -> str:
         text = _REPEATED_COMMA.sub(r"\1", text)
     if _mark_before_stop(text):
         text = _COMMA_BEFORE_STOP.sub("", text)
-    # a cut left a space to tidy (none when nothing was cut since the spacing)
+    # a cut left a space to tidy (none when no step since the spacing replaced the text)
     if text is not spaced and ("  " in text or text[:1] == " " or text[-1:] == " "):
         text = " ".join(text.split())
     return text
@@ -844,8 +849,9 @@ def _clean(paragraph: str) -> str:
 
 def _single_spaced(text: str) -> str:
     """``" ".join(text.split())``: whitespace runs as one space, none at the ends. A text that
-    is printable (``str.isprintable``: no whitespace but the ASCII space) without two spaces in
-    a row or a space at either end is returned as it is, without splitting it (most are)."""
+    ``str.isprintable`` accepts holds no whitespace but the ASCII space (it also refuses
+    controls and format characters, which take the long way); without two spaces in a row or a
+    space at either end, it is returned as it is, without splitting it (most are)."""
     if text.isprintable() and "  " not in text and text[:1] != " " and text[-1:] != " ":
         return text
     return " ".join(text.split())
@@ -854,7 +860,8 @@ def _single_spaced(text: str) -> str:
 _SPACED_PUNCT = re.compile(r" [,.;:!?)\]]")
 """What ``_SPACE_BEFORE_PUNCT`` needs when the only whitespace is single spaces."""
 _MARK_BEFORE_STOP = re.compile(r"[,;:][.!?]")
-"""What ``_COMMA_BEFORE_STOP`` needs: a run of ``,;:`` ends right before ``.!?``."""
+"""What ``_COMMA_BEFORE_STOP`` needs: a run of ``,;:`` ends right before ``.!?`` (the rule
+:func:`_mark_before_stop` decides, and is tested against)."""
 _COMMA_THEN_STOP = re.compile(r",[.!?]")
 _SEMICOLON_THEN_STOP = re.compile(r";[.!?]")
 _COLON_THEN_STOP = re.compile(r":[.!?]")

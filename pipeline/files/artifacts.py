@@ -144,12 +144,18 @@ def write_parquet_atomically(path: str, table) -> None:
     write_bytes_atomically(path, sink.getvalue().to_pybytes())
 
 
-def parquet_rows(path: str) -> int:
-    """Number of rows of a Parquet file, from its footer."""
+def parquet_metadata(path: str):
+    """A Parquet file's footer (``pyarrow.parquet.FileMetaData``): rows, row groups, columns
+    and their statistics, without reading any column."""
     import pyarrow.parquet as pq
 
     with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-        return pq.ParquetFile(f).metadata.num_rows
+        return pq.ParquetFile(f).metadata
+
+
+def parquet_rows(path: str) -> int:
+    """Number of rows of a Parquet file, from its footer."""
+    return parquet_metadata(path).num_rows
 
 
 def read_parquet(path: str, columns: list[str] | None = None):

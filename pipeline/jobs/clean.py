@@ -26,7 +26,12 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from pipeline.files.artifacts import matching_paths, merge_reject_parts, read_parquet
+from pipeline.files.artifacts import (
+    matching_paths,
+    merge_reject_parts,
+    parquet_metadata,
+    read_parquet,
+)
 from pipeline.files.input_files import InputFile, expand_inputs
 from pipeline.files.source_readers import SourceReader, WorkUnit
 from pipeline.jobs.scaffold import (
@@ -357,7 +362,7 @@ def run_clean_job(
     )
     delete_tree(staging)
     documents_files = matching_paths(FileSystems.join(config.output, "documents-*.parquet"))
-    # the files are decoded (by Arrow, mostly without the GIL) while the rejects are checked
+    # their footers are read (a file without statistics is decoded) while the rejects are checked
     with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
         counted = pool.map(_documents_and_sentences, documents_files)
         reconcile_rejects(FileSystems.join(config.output, REJECTS), per_source)
@@ -391,29 +396,26 @@ def run_clean_job(
 
 
 def _documents_and_sentences(path: str) -> tuple[int, int]:
-    """Rows of a documents file and the sentences they hold, from its footer: the row count and,
-    per row group, the sentences leaf column's count of values that are not null (an empty list
-    is a null there; a sentence never is). Reading the column instead decoded every sentence's
-    text in the launcher (~1 s of CPU per 400 MB of text, and ~170 MB of heap it kept for the
-    rest of a ``run``). A file written without those statistics is read."""
-    import pyarrow.parquet as pq
-    from apache_beam.io.filesystem import CompressionTypes
-
-    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-        metadata = pq.ParquetFile(f).metadata
+    """Rows of a documents file and the sentences they hold, from its footer: the row count and
+    the sentences leaf column's count of values that are not null, summed over the row groups
+    (a null or empty list is a null there; a sentence is never null: the writer joins them as
+    strings). Reading the column instead decoded every sentence's text in the launcher (~1 s of
+    CPU per 400 MB of text, and ~170 MB of heap it kept for the rest of a ``run``). A file
+    without those statistics is read."""
+    metadata = parquet_metadata(path)
     leaves = [
         i
         for i in range(metadata.num_columns)
         if metadata.schema.column(i).path.split(".")[0] == "sentences"
     ]
-    sentences = 0
-    for group in range(metadata.num_row_groups):
-        statistics = metadata.row_group(group).column(leaves[0]).statistics if leaves else None
-        if len(leaves) != 1 or statistics is None or not statistics.has_null_count:
-            column = read_parquet(path, ["sentences"]).column("sentences")
-            return len(column), sum(
-                chunk.offsets[len(chunk)].as_py() - chunk.offsets[0].as_py()
-                for chunk in column.chunks
-            )
-        sentences += statistics.num_values
-    return metadata.num_rows, sentences
+    statistics = [
+        metadata.row_group(g).column(leaves[0]).statistics if len(leaves) == 1 else None
+        for g in range(metadata.num_row_groups)
+    ]
+    if all(s is not None and s.has_null_count for s in statistics):
+        return metadata.num_rows, sum(s.num_values for s in statistics)
+    column = read_parquet(path, ["sentences"]).column("sentences")
+    sentences = sum(
+        chunk.offsets[len(chunk)].as_py() - chunk.offsets[0].as_py() for chunk in column.chunks
+    )
+    return len(column), sentences

@@ -619,7 +619,7 @@ def test_table_check_ignores_case_as_lowering_did():
 
 
 def test_brace_pairs_by_find_equal_the_regex_scan():
-    """``_balanced_braces`` finds ``{{`` and ``}}`` with ``str.find`` (``_doubled``): the same
+    """``_balanced_braces`` finds ``{{`` and ``}}`` with ``str.find`` (``_brace_marks``): the same
     pairs as the left-to-right regex scan it replaced (``{{{``, ``}}}``, ``{}}`` included)."""
     import random
 
@@ -638,6 +638,8 @@ def test_brace_pairs_by_find_equal_the_regex_scan():
     for _ in range(50000):
         text = "".join(rng.choices("{{}}a|\n", k=rng.randint(0, 16)))
         assert list(_balanced_braces(text)) == by_regex(text), repr(text)
+    lone = "{a}" * 1000 + "{{b}}" + "}{" * 1000  # lone braces: one pair search each, at most
+    assert list(_balanced_braces(lone)) == by_regex(lone) == [(3000, 3005)]
 
 
 def test_closed_comments_cut_by_find_equal_the_pattern():

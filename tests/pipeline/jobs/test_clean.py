@@ -336,10 +336,19 @@ def test_counts_are_reconciled_with_the_files_and_a_failed_rerun_leaves_no_old_m
 
 
 @pytest.mark.parametrize("statistics", [True, False])
-def test_sentences_are_counted_from_the_footer_or_the_column(tmp_path, statistics):
+def test_sentences_are_counted_from_the_footer_or_the_column(tmp_path, monkeypatch, statistics):
     """A documents file's rows and sentences, from its footer's statistics (empty lists are
-    nulls there, not sentences) or, without statistics, from the column itself: the same."""
+    nulls there, not sentences) without reading the column, or, without statistics, from the
+    column itself: the same."""
+    from pipeline.jobs import clean as clean_job
     from pipeline.jobs.clean import _documents_and_sentences
+
+    if statistics:  # the footer must be enough
+
+        def unread(*args, **kwargs):
+            raise AssertionError("the column was read")
+
+        monkeypatch.setattr(clean_job, "read_parquet", unread)
 
     sentences = [["One.", "Two."], [], ["Three."], ["Four.", "Five.", "Six."]] * 500
     table = pa.table(
