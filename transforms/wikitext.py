@@ -58,6 +58,7 @@ from mwparserfromhell.nodes import (
 )
 from mwparserfromhell.wikicode import Wikicode
 
+from transforms.text_normalization import collapse_whitespace
 from transforms.wiki_templates import INLINE_PREFIXES, INLINE_TEMPLATES, inline_renderer
 
 #: Link prefixes (before ``:``, any case) whose links are dropped: media, files and categories.
@@ -825,7 +826,7 @@ def _clean(paragraph: str) -> str:
         text = _MAGIC_WORD.sub("", text)
     # From here on the only whitespace is single spaces: the steps below delete text or put
     # back a bracket, never a space. Each regex runs only when the pair it needs is present.
-    text = spaced = _single_spaced(text)
+    text = spaced = collapse_whitespace(text)
     if ("(" in text or "[" in text) and _bracket_tidy_applies(text):
         previous = None
         while previous != text:
@@ -842,19 +843,9 @@ def _clean(paragraph: str) -> str:
     if _mark_before_stop(text):
         text = _COMMA_BEFORE_STOP.sub("", text)
     # a cut left a space to tidy (none when no step since the spacing replaced the text)
-    if text is not spaced and ("  " in text or text[:1] == " " or text[-1:] == " "):
-        text = " ".join(text.split())
+    if text is not spaced:
+        text = collapse_whitespace(text)
     return text
-
-
-def _single_spaced(text: str) -> str:
-    """``" ".join(text.split())``: whitespace runs as one space, none at the ends. A text that
-    ``str.isprintable`` accepts holds no whitespace but the ASCII space (it also refuses
-    controls and format characters, which take the long way); without two spaces in a row or a
-    space at either end, it is returned as it is, without splitting it (most are)."""
-    if text.isprintable() and "  " not in text and text[:1] != " " and text[-1:] != " ":
-        return text
-    return " ".join(text.split())
 
 
 _SPACED_PUNCT = re.compile(r" [,.;:!?)\]]")

@@ -275,7 +275,7 @@ class WriteShardFn(beam.DoFn):
             r = residue_for_shard(index, self._offsets[task], self.num_shards)
             count = residue_count(n, self.num_shards, r)
             if count:
-                task_id = task[0] * (1 << 20) + task[1]
+                task_id = _task_id(task)
                 blocks.append((task_id, r, count, position, position + length))
             position += length
         return spill.path, start, end, blocks
@@ -394,11 +394,24 @@ class WriteShardFn(beam.DoFn):
                 for piece in range(0, len(framed), _WRITE_BYTES):
                     yield view[piece : piece + _WRITE_BYTES]
         except MalformedRow as e:
-            task = int(tasks[order][e.row])
+            bucket, dupe = _task_of(int(tasks[order][e.row]))
             raise ValueError(
-                f"a compact row of task (bucket {task >> 20}, dupe {task & 0xFFFFF}) is "
-                "malformed: its spill file is damaged"
+                f"a compact row of task (bucket {bucket}, dupe {dupe}) is malformed: its spill "
+                "file is damaged"
             ) from e
+
+
+_DUPE_BITS = 20
+"""A task (bucket, dupe) is the int ``bucket * 2**20 + dupe`` in a pass's arrays: it sorts as
+the tasks do (a dupe factor stays far below 2**20)."""
+
+
+def _task_id(task: tuple[int, int]) -> int:
+    return (task[0] << _DUPE_BITS) + task[1]
+
+
+def _task_of(task_id: int) -> tuple[int, int]:
+    return task_id >> _DUPE_BITS, task_id & ((1 << _DUPE_BITS) - 1)
 
 
 def _append_part(f, keys, tasks, indices, data, starts, ends) -> None:

@@ -723,11 +723,11 @@ def test_paragraph_checks_equal_their_patterns():
     ``flush`` give what the patterns and calls they replaced give."""
     import random
 
+    from transforms.text_normalization import collapse_whitespace
     from transforms.wikitext import (
         _MARK_BEFORE_STOP,
         _has_unparsed,
         _mark_before_stop,
-        _single_spaced,
     )
 
     pieces = [
@@ -737,7 +737,7 @@ def test_paragraph_checks_equal_their_patterns():
     rng = random.Random(12)
     for _ in range(50000):
         text = "".join(rng.choices(pieces, k=rng.randint(0, 12)))
-        assert _single_spaced(text) == " ".join(text.split()), repr(text)
+        assert collapse_whitespace(text) == " ".join(text.split()), repr(text)
         assert _mark_before_stop(text) == bool(_MARK_BEFORE_STOP.search(text)), repr(text)
         assert _has_unparsed(text) == any(m in text for m in ("{{", "}}", "[[", "]]")), repr(text)
 
